@@ -1,0 +1,52 @@
+# dsync: make test runs every check CI runs; make zk starts a ZooKeeper to
+# try dsync by hand. Both install what is missing first (make deps).
+
+GO ?= go
+
+# Debian packages the tests need: ZooKeeper, a JDK (java runs the servers and
+# the Curator peer, javac compiles that peer), and Curator's recipes.
+APT_PACKAGES := zookeeper default-jdk-headless libcurator-recipes-java
+ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
+CURATOR_JAR := /usr/share/java/curator-recipes.jar
+
+# check_deps sets $$missing to what is not installed. A JDK counts from
+# $$JAVA_HOME or $$PATH; ZooKeeper counts from $$DSYNC_ZOOKEEPER_CLASSPATH too.
+check_deps = missing=""; \
+	have() { { [ -n "$$JAVA_HOME" ] && [ -x "$$JAVA_HOME/bin/$$1" ]; } || command -v "$$1" >/dev/null 2>&1; }; \
+	have java || missing="$$missing java"; \
+	have javac || missing="$$missing javac"; \
+	[ -n "$$DSYNC_ZOOKEEPER_CLASSPATH" ] || [ -f $(ZOOKEEPER_JAR) ] || missing="$$missing $(ZOOKEEPER_JAR)"; \
+	[ -f $(CURATOR_JAR) ] || missing="$$missing $(CURATOR_JAR)"
+
+.PHONY: deps test zk
+
+deps:
+	@$(check_deps); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	echo "deps: missing:$$missing" >&2; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "deps: installing $(APT_PACKAGES)" >&2; \
+		apt-get update || exit 1; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PACKAGES) || exit 1; \
+		$(check_deps); \
+		if [ -z "$$missing" ]; then exit 0; fi; \
+		echo "deps: still missing after apt-get install:$$missing" >&2; \
+		exit 1; \
+	fi; \
+	echo "deps: install them with: sudo apt-get install $(APT_PACKAGES)" >&2; \
+	exit 1
+
+test: deps
+	@unformatted="$$(gofmt -l .)"; \
+	if [ -n "$$unformatted" ]; then \
+		echo "gofmt: these files need gofmt -w:" >&2; \
+		echo "$$unformatted" >&2; \
+		exit 1; \
+	fi
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 14m ./...
+
+# Prints the server's connect string on the first line of stdout and runs
+# until Ctrl-C.
+zk: deps
+	@$(GO) run ./internal/cmd/zkserver

@@ -1,0 +1,41 @@
+// Package dsync gives Go programs the primitives of sync and
+// golang.org/x/sync across processes and machines, on Apache ZooKeeper. It
+// speaks the node layout of Apache Curator's lock recipes, so Go processes
+// and Java processes using Curator can share one lock.
+//
+//	Curator (Java)                   dsync (Go)
+//	InterProcessMutex                Mutex (sync.Locker; LockContext re-enters)
+//	InterProcessSemaphoreV2          Weighted (the Semaphore interface)
+//	InterProcessSemaphoreMutex       SemaphoreMutex
+//	SharedCount                      Count
+//
+// Every primitive works through a zkconn.Session, which carries one
+// ZooKeeper session at a time for the whole process and replaces it when it
+// is lost; a primitive made at start-up keeps working across expiries.
+//
+// # Safety: a lock can be lost
+//
+// A distributed lock is a lease, not a fact. A hold ends when the holder can
+// no longer prove it holds: when its connection to ZooKeeper drops (by
+// default; see LossPolicy), when its session expires, or when its node is
+// deleted by someone else. Another process may then take the lock, while the
+// old holder is still running. It is NOT safe to assume the lock is held
+// until Unlock. dsync makes the loss visible: LockContext returns a context
+// that is canceled the moment the hold ends, with ErrLockLost as its cause
+// (see context.Cause). Stop work when it is done.
+//
+// Even so, a holder can be paused (a long garbage collection, a stopped VM)
+// between checking its context and acting. For work where that matters,
+// pass the hold's fencing token (Mutex.Token, the lock node's czxid, which
+// grows with every hold, across holders and sessions) to the resource the
+// lock protects, and have it refuse tokens lower than the highest it has
+// seen.
+//
+// # Cancellation and errors
+//
+// Blocking calls take a context that bounds the wait only. On failure they
+// return ctx.Err() (or the error that stopped them) and leave the primitive
+// unchanged, with no node left in ZooKeeper. Bad input (a path ZooKeeper
+// would reject, a nil Session) is an error before anything is sent. Misuse
+// (Unlock of an unlocked Mutex) panics, as it does in sync.
+package dsync

@@ -1,0 +1,129 @@
+package dsync_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync/internal/curator"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+)
+
+// shared is the ZooKeeper server of the tests that need nothing special of
+// it; tests that partition or stop a server start their own.
+var shared *zktest.Server
+
+// java runs Curator 5.4 (Debian's jars) for the interop tests.
+var java *curator.Tool
+
+func TestMain(m *testing.M) {
+	srv, err := zktest.StartServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	shared = srv
+	dir, err := os.MkdirTemp("", "dsync-curator")
+	if err == nil {
+		java, err = curator.Build(dir)
+	}
+	if err != nil {
+		srv.Close()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	srv.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// dial opens a Session to addrs, closed when the test ends.
+func dial(t testing.TB, addrs []string, opts ...zkconn.Option) *zkconn.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zkconn.Dial(ctx, addrs, opts...)
+	if err != nil {
+		t.Fatalf("Dial(%v) = %v", addrs, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// lockPath returns a lock path unique to the test.
+func lockPath(t testing.TB) string {
+	return "/dsync-test/" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+}
+
+// observer is a plain go-zookeeper connection for looking at what the
+// primitives left in ZooKeeper.
+func observer(t testing.TB, addrs ...string) *zk.Conn {
+	t.Helper()
+	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// children lists path's children (none if path does not exist).
+func children(t testing.TB, c *zk.Conn, path string) []string {
+	t.Helper()
+	kids, _, err := c.Children(path)
+	if err != nil && err != zk.ErrNoNode {
+		t.Fatalf("Children(%s) = %v", path, err)
+	}
+	return kids
+}
+
+// awaitChildren blocks until path has exactly n children, using watches.
+func awaitChildren(t testing.TB, c *zk.Conn, path string, n int) []string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		ok, _, ew, err := c.ExistsW(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			if n == 0 {
+				return nil
+			}
+			select {
+			case <-ew:
+				continue
+			case <-deadline:
+				t.Fatalf("%s never appeared", path)
+			}
+		}
+		kids, _, w, err := c.ChildrenW(path)
+		if err == zk.ErrNoNode {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kids) == n {
+			return kids
+		}
+		select {
+		case <-w:
+		case <-deadline:
+			t.Fatalf("%s has children %v; want %d", path, kids, n)
+		}
+	}
+}

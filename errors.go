@@ -1,0 +1,28 @@
+package dsync
+
+import (
+	"errors"
+
+	"github.com/dsync-go/dsync/zkconn"
+)
+
+// ErrLockLost is the cause (see context.Cause) of a hold context canceled
+// because the hold was lost: its ZooKeeper session was suspended (under the
+// default LossPolicy) or lost, or its node was deleted by someone else.
+var ErrLockLost = errors.New("dsync: lock lost")
+
+// ErrNilSession is returned by every operation of a primitive made with a
+// nil *zkconn.Session.
+var ErrNilSession = errors.New("dsync: nil session")
+
+// ErrBadPath is wrapped by the error returned for a lock path ZooKeeper would
+// reject (see zkconn.ValidatePath). Nothing is sent to ZooKeeper.
+var ErrBadPath = zkconn.ErrBadPath
+
+// ErrClosed is wrapped by the error returned when the Session is closed.
+var ErrClosed = zkconn.ErrClosed
+
+// ErrWeight is wrapped by the error returned for a semaphore weight out of
+// range: n <= 0, more than the semaphore's maximum, or a maximum <= 0.
+// Nothing is sent to ZooKeeper.
+var ErrWeight = errors.New("dsync: weight out of range")

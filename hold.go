@@ -1,0 +1,84 @@
+package dsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A hold is one acquired node, from acquisition to release or loss. Its
+// context is canceled, with a cause, the moment the holder can no longer
+// prove it holds: on release (context.Canceled), or on loss (ErrLockLost).
+type hold struct {
+	entry
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	count   int           // re-entrancy depth (Mutex only)
+	release chan struct{} // closed by end
+	done    chan struct{} // closed when watch returns
+}
+
+// holdKey marks a hold context with the primitive that made it, so a
+// Mutex can recognise its own hold when the context comes back.
+type holdKey struct{ owner any }
+
+// newHold starts watching e for loss. parent gives the hold context its
+// values (not its deadline or cancellation).
+func newHold(parent context.Context, owner any, e entry, policy LossPolicy) *hold {
+	hd := &hold{entry: e, count: 1, release: make(chan struct{}), done: make(chan struct{})}
+	ctx := context.WithValue(context.WithoutCancel(parent), holdKey{owner}, hd)
+	hd.ctx, hd.cancel = context.WithCancelCause(ctx)
+	lost := e.h.Suspended()
+	if policy == LostOnExpiry {
+		lost = e.h.Lost()
+	}
+	go hd.watch(e.own, lost)
+	return hd
+}
+
+// watch cancels the hold context when the hold is lost, until end.
+func (hd *hold) watch(own <-chan zk.Event, lost <-chan struct{}) {
+	defer close(hd.done)
+	for {
+		select {
+		case ev := <-own:
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				hd.cancel(fmt.Errorf("%w: node %s deleted", ErrLockLost, hd.node))
+				return
+			case zk.EventNotWatching:
+				hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, hd.h.Err()))
+				return
+			}
+			// Written to (a revocation request, say): watch again.
+			var err error
+			if _, own, err = watchNode(hd.ctx, hd.h, hd.node); err != nil {
+				if !errors.Is(err, context.Canceled) {
+					hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, err))
+				}
+				return
+			}
+		case <-lost:
+			cause := hd.h.Err()
+			if cause == nil {
+				cause = errors.New("connection to ZooKeeper suspended")
+			}
+			hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cause))
+			return
+		case <-hd.release:
+			return
+		}
+	}
+}
+
+// end stops watching and cancels the hold context (with context.Canceled,
+// unless it was lost first), then deletes the node: at once if the
+// connection is up, else in the background (zkconn.Handle.Delete).
+func (hd *hold) end() {
+	hd.cancel(context.Canceled)
+	close(hd.release)
+	<-hd.done
+	hd.h.Delete(hd.node)
+}

@@ -1,0 +1,177 @@
+package dsync
+
+import (
+	"context"
+	"sync"
+
+	"github.com/dsync-go/dsync/zkconn"
+)
+
+// A Mutex is a mutual exclusion lock shared by every process that uses the
+// same ZooKeeper path: Curator's InterProcessMutex, in Go. Go processes and
+// Java processes using InterProcessMutex on one path exclude each other.
+//
+// Within a process, goroutines using one Mutex exclude each other as they
+// would with a sync.Mutex: Lock is not re-entrant. LockContext is, when it is
+// given back the context of the current hold.
+//
+// A hold can be lost — the ZooKeeper session suspended (under the default
+// LossPolicy) or expired, or the node deleted by someone else — and then
+// another process may take the lock. It is NOT safe to assume the lock is
+// held until Unlock: watch the context LockContext returns, and pass Token to
+// the resources the lock protects.
+//
+// A Mutex must be made with NewMutex and must not be copied after first use.
+type Mutex struct {
+	q      queue
+	policy LossPolicy
+	err    error         // bad input found by NewMutex
+	gate   chan struct{} // one goroutine of this process at a time
+
+	mu   sync.Mutex
+	hold *hold
+}
+
+var _ sync.Locker = (*Mutex)(nil)
+
+// NewMutex returns a Mutex on the lock path path, for the holders it creates
+// as children (Curator's layout: _c_<uuid>-lock-<sequence>). Nothing is sent
+// to ZooKeeper until the Mutex is used. A nil sess or a path ZooKeeper would
+// reject is reported by every call (see ErrNilSession, ErrBadPath).
+func NewMutex(sess *zkconn.Session, path string, opts ...Option) *Mutex {
+	o := newOptions(opts)
+	return &Mutex{
+		q:      queue{sess: sess, path: path, marker: lockMarker, data: o.data, track: true},
+		policy: o.policy,
+		err:    validate(sess, path),
+		gate:   make(chan struct{}, 1),
+	}
+}
+
+// Lock locks m, blocking until the lock is available. Like sync.Mutex.Lock it
+// cannot fail: it waits out disconnections and starts over on a new session
+// if the old one is lost. It panics if the lock can never be had (the Session
+// is closed, the path is bad, ZooKeeper refuses the node). Use LockContext
+// to bound the wait, handle those errors, and learn when the hold is lost.
+func (m *Mutex) Lock() {
+	if _, err := m.LockContext(context.Background()); err != nil {
+		panic("dsync: Lock " + m.q.path + ": " + err.Error())
+	}
+}
+
+// TryLock tries to lock m without waiting for other holders and reports
+// whether it succeeded. It does talk to ZooKeeper (bounded by the session
+// timeout), and reports false if that fails.
+func (m *Mutex) TryLock() bool {
+	if m.err != nil {
+		return false
+	}
+	select {
+	case m.gate <- struct{}{}:
+	default:
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.q.sess.SessionTimeout())
+	defer cancel()
+	e, err := m.q.acquire(ctx, false)
+	if err != nil {
+		<-m.gate
+		return false
+	}
+	m.start(ctx, e)
+	return true
+}
+
+// LockContext locks m, blocking until the lock is held or ctx is done. On
+// success it returns the hold context: it carries ctx's values (not its
+// deadline or cancellation) and is canceled when the hold ends — by the last
+// Unlock (cause context.Canceled) or by loss (cause wrapping ErrLockLost; see
+// context.Cause). On failure it returns ctx.Err() or the error that stopped
+// it, and leaves m unchanged and no node behind. A ctx already done fails
+// before anything is sent.
+//
+// Given the hold context of m's current hold (or a context derived from it),
+// LockContext re-enters: it counts one more level, which one more Unlock
+// releases, and returns the same hold context. If that hold has ended, it
+// returns the hold context's cause.
+func (m *Mutex) LockContext(ctx context.Context) (context.Context, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if hd, ok := ctx.Value(holdKey{m}).(*hold); ok {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.hold != hd || hd.ctx.Err() != nil {
+			return nil, context.Cause(hd.ctx)
+		}
+		hd.count++
+		return hd.ctx, nil
+	}
+	select {
+	case m.gate <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	e, err := m.q.acquire(ctx, true)
+	if err != nil {
+		<-m.gate
+		return nil, err
+	}
+	return m.start(ctx, e), nil
+}
+
+func (m *Mutex) start(ctx context.Context, e entry) context.Context {
+	hd := newHold(ctx, m, e, m.policy)
+	m.mu.Lock()
+	m.hold = hd
+	m.mu.Unlock()
+	return hd.ctx
+}
+
+// Unlock releases one level of m's hold; the last level deletes the node,
+// which lets the next waiter in. It returns normally after a loss too (and
+// deletes the node if it still exists). As with sync.Mutex, any goroutine may
+// unlock; Unlock of an unlocked Mutex panics.
+func (m *Mutex) Unlock() {
+	m.mu.Lock()
+	hd := m.hold
+	if hd == nil {
+		m.mu.Unlock()
+		panic("dsync: unlock of unlocked mutex")
+	}
+	if hd.count--; hd.count > 0 {
+		m.mu.Unlock()
+		return
+	}
+	m.hold = nil
+	m.mu.Unlock()
+	hd.end()
+	<-m.gate
+}
+
+// Token returns the fencing token of the current hold, or 0 if m is not
+// held: the czxid of the lock node, which grows with every hold, across
+// holders and sessions. A resource that remembers the highest token it has
+// seen can refuse a holder that has lost the lock without knowing it.
+func (m *Mutex) Token() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hold == nil {
+		return 0
+	}
+	return m.hold.czxid
+}
+
+// Participants returns the nodes queued on m's path: the holder first, then
+// the waiters in the order they will acquire. It includes nodes made by other
+// processes, Curator's InterProcessMutex and go-zookeeper's zk.Lock among
+// them.
+func (m *Mutex) Participants(ctx context.Context) ([]Participant, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	return m.q.participants(ctx)
+}

@@ -1,0 +1,70 @@
+package dsync
+
+import (
+	"fmt"
+	"os"
+)
+
+// An Option configures a primitive (NewMutex, and the others).
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	data   []byte
+	policy LossPolicy
+}
+
+func newOptions(opts []Option) options {
+	o := options{data: defaultData(), policy: LostOnSuspension}
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	return o
+}
+
+// defaultData says which process made a node: "host=<host name> pid=<pid>".
+func defaultData() []byte {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return []byte(fmt.Sprintf("host=%s pid=%d", host, os.Getpid()))
+}
+
+// WithData sets the data of the nodes the primitive creates, shown by
+// Participants (and by Curator's tools). The default is "host=<host name>
+// pid=<pid>"; nil or empty data is allowed.
+func WithData(data []byte) Option {
+	return optionFunc(func(o *options) { o.data = append([]byte(nil), data...) })
+}
+
+// A LossPolicy says when a hold counts as lost.
+type LossPolicy int
+
+const (
+	// LostOnSuspension (the default) ends a hold as soon as the connection
+	// to ZooKeeper drops: from then on nothing proves the node still exists,
+	// and another process may hold the lock once the session expires on the
+	// server. The hold context is canceled before that can happen.
+	LostOnSuspension LossPolicy = iota
+	// LostOnExpiry ends a hold only when its session is known to be lost:
+	// expired by the server, or disconnected for longer than the session
+	// timeout. It rides out short disconnections, but the server may expire
+	// the session (and let another process in) up to two thirds of the
+	// session timeout before this client concludes the same.
+	LostOnExpiry
+)
+
+// WithLossPolicy sets when a hold counts as lost. The default is
+// LostOnSuspension; any other value than the two defined panics.
+func WithLossPolicy(p LossPolicy) Option {
+	if p != LostOnSuspension && p != LostOnExpiry {
+		panic(fmt.Sprintf("dsync: unknown LossPolicy %d", int(p)))
+	}
+	return optionFunc(func(o *options) { o.policy = p })
+}

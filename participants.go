@@ -1,0 +1,67 @@
+package dsync
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/go-zookeeper/zk"
+)
+
+// A Participant is one node queued on a lock path.
+type Participant struct {
+	Node     string    // node name, e.g. _c_<uuid>-lock-0000000007
+	Path     string    // full path
+	Session  int64     // ZooKeeper session owning the node (ephemeralOwner)
+	Data     []byte    // node data: dsync writes "host=… pid=…", Curator an IP address
+	Created  time.Time // server time of creation
+	Sequence int32     // sequence number
+}
+
+// participants lists the queue in order, with each node's data and owner.
+// Nodes that go away while it lists are left out.
+func (q *queue) participants(ctx context.Context) ([]Participant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h, err := q.sess.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var children []string
+	err = h.Do(ctx, func(c *zk.Conn) (err error) {
+		children, _, err = c.Children(q.path)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Participant
+	for _, n := range order(children, q.marker) {
+		p, err := describe(ctx, h, q.path, n)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func describe(ctx context.Context, h zkconn.Handle, parent string, n queued) (Participant, error) {
+	p := Participant{Node: n.name, Path: parent + "/" + n.name, Sequence: n.seq}
+	err := h.Do(ctx, func(c *zk.Conn) error {
+		data, st, err := c.Get(p.Path)
+		if err == nil {
+			p.Data, p.Session, p.Created = data, st.EphemeralOwner, time.UnixMilli(st.Ctime)
+		}
+		return err
+	})
+	return p, err
+}

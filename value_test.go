@@ -1,0 +1,567 @@
+package dsync_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// valueCtx is the bound of one Value test: a test that hangs fails.
+func valueCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// createRaw writes data at path with c, persistent, creating missing
+// parents as plain persistent nodes.
+func createRaw(t *testing.T, c *zk.Conn, path string, data []byte) {
+	t.Helper()
+	parts := strings.Split(path[1:], "/")
+	for i := range parts {
+		p := "/" + strings.Join(parts[:i+1], "/")
+		var d []byte
+		if i == len(parts)-1 {
+			d = data
+		}
+		if _, err := c.Create(p, d, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("Create(%s) = %v", p, err)
+		}
+	}
+}
+
+// valueStringCodec stores a string as its bytes; it refuses to encode "bad".
+type valueStringCodec struct{}
+
+func (valueStringCodec) Encode(s string) ([]byte, error) {
+	if s == "bad" {
+		return nil, errors.New("cannot encode bad")
+	}
+	return []byte(s), nil
+}
+
+func (valueStringCodec) Decode(b []byte) (string, error) { return string(b), nil }
+
+func TestValueInt32Codec(t *testing.T) {
+	var c dsync.Int32Codec
+	for _, tc := range []struct {
+		n    int32
+		want []byte
+	}{
+		{0, []byte{0, 0, 0, 0}},
+		{1, []byte{0, 0, 0, 1}},
+		{42, []byte{0, 0, 0, 42}},
+		{-1, []byte{0xff, 0xff, 0xff, 0xff}},
+		{-7, []byte{0xff, 0xff, 0xff, 0xf9}},
+		{math.MaxInt32, []byte{0x7f, 0xff, 0xff, 0xff}},
+		{math.MinInt32, []byte{0x80, 0, 0, 0}},
+		{0x01020304, []byte{1, 2, 3, 4}},
+	} {
+		b, err := c.Encode(tc.n)
+		if err != nil || !bytes.Equal(b, tc.want) {
+			t.Errorf("Encode(%d) = %x, %v; want %x, nil", tc.n, b, err, tc.want)
+		}
+		n, err := c.Decode(tc.want)
+		if err != nil || n != tc.n {
+			t.Errorf("Decode(%x) = %d, %v; want %d, nil", tc.want, n, err, tc.n)
+		}
+	}
+	for _, b := range [][]byte{nil, {1, 2, 3}, {1, 2, 3, 4, 5}} {
+		if _, err := c.Decode(b); err == nil || !strings.Contains(err.Error(), fmt.Sprint(len(b))) {
+			t.Errorf("Decode(%x) error = %v; want one naming the length %d", b, err, len(b))
+		}
+	}
+}
+
+// TestValueGetCreatesWithSeed: the first Get creates a persistent node
+// holding the seed, under container parents; later Gets (whatever their
+// seed) read what is there.
+func TestValueGetCreatesWithSeed(t *testing.T) {
+	ctx := valueCtx(t)
+	sess := dial(t, []string{shared.Addr()})
+	parent := lockPath(t) + "/deep"
+	path := parent + "/count"
+	got, err := dsync.NewCount(sess, path, -2).Get(ctx)
+	if err != nil || got != (dsync.Versioned[int32]{Value: -2, Version: 0}) {
+		t.Fatalf("Get() = %+v, %v; want {Value:-2 Version:0}, nil", got, err)
+	}
+	obs := observer(t, shared.Addr())
+	data, st, err := obs.Get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0xff, 0xff, 0xff, 0xfe}; !bytes.Equal(data, want) {
+		t.Errorf("node data = %x; want %x", data, want)
+	}
+	if st.EphemeralOwner != 0 {
+		t.Errorf("node ephemeralOwner = %#x; want 0 (persistent)", st.EphemeralOwner)
+	}
+	for _, p := range []string{parent, lockPath(t)} {
+		// The server reports containers with ephemeralOwner 0x8000000000000000.
+		if _, pst, err := obs.Get(p); err != nil || uint64(pst.EphemeralOwner) != 1<<63 {
+			t.Errorf("parent %s: ephemeralOwner %#x, %v; want a container", p, pst.EphemeralOwner, err)
+		}
+	}
+
+	other := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 99)
+	got, err = other.Get(ctx)
+	if err != nil || got != (dsync.Versioned[int32]{Value: -2, Version: 0}) {
+		t.Fatalf("Get() with another seed = %+v, %v; want {Value:-2 Version:0}, nil", got, err)
+	}
+}
+
+func TestValueSetGet(t *testing.T) {
+	ctx := valueCtx(t)
+	sess := dial(t, []string{shared.Addr()})
+	path := lockPath(t)
+	c := dsync.NewCount(sess, path, 5)
+	if got, err := c.Get(ctx); err != nil || got.Value != 5 || got.Version != 0 {
+		t.Fatalf("Get() = %+v, %v; want {Value:5 Version:0}", got, err)
+	}
+	for i, n := range []int32{7, -7, math.MinInt32} {
+		if err := c.Set(ctx, n); err != nil {
+			t.Fatalf("Set(%d) = %v", n, err)
+		}
+		want := dsync.Versioned[int32]{Value: n, Version: int32(i + 1)}
+		if got, err := c.Get(ctx); err != nil || got != want {
+			t.Fatalf("Get() after Set(%d) = %+v, %v; want %+v", n, got, err, want)
+		}
+	}
+
+	// Set on a missing node creates it with the value, not the seed.
+	s := dsync.NewValue[string](sess, lockPath(t)+"/fresh/string", valueStringCodec{}, "seed")
+	if err := s.Set(ctx, "hello"); err != nil {
+		t.Fatalf("Set(hello) on a missing node = %v", err)
+	}
+	if got, err := s.Get(ctx); err != nil || got.Value != "hello" || got.Version != 0 {
+		t.Fatalf("Get() = %+v, %v; want {Value:hello Version:0}", got, err)
+	}
+	if err := s.Set(ctx, "bad"); err == nil || !strings.Contains(err.Error(), "cannot encode bad") {
+		t.Fatalf("Set(bad) = %v; want the codec's error", err)
+	}
+	if got, err := s.Get(ctx); err != nil || got.Value != "hello" {
+		t.Fatalf("Get() after a failed Set = %+v, %v; want hello", got, err)
+	}
+}
+
+// TestValueCompareAndSet: of two writers that read the same version, only
+// the first write lands; the second learns of the conflict.
+func TestValueCompareAndSet(t *testing.T) {
+	ctx := valueCtx(t)
+	path := lockPath(t)
+	a := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 10)
+	b := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 10)
+	va, err := a.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, err := b.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if va != vb {
+		t.Fatalf("a read %+v, b read %+v; want the same", va, vb)
+	}
+	if ok, err := a.CompareAndSet(ctx, va, 11); !ok || err != nil {
+		t.Fatalf("a.CompareAndSet(%+v, 11) = %v, %v; want true, nil", va, ok, err)
+	}
+	if ok, err := b.CompareAndSet(ctx, vb, 12); ok || err != nil {
+		t.Fatalf("b.CompareAndSet(stale %+v, 12) = %v, %v; want false, nil", vb, ok, err)
+	}
+	want := dsync.Versioned[int32]{Value: 11, Version: 1}
+	if got, err := b.Get(ctx); err != nil || got != want {
+		t.Fatalf("Get() after the conflict = %+v, %v; want %+v", got, err, want)
+	}
+	// With a fresh read the second writer gets through.
+	vb, _ = b.Get(ctx)
+	if ok, err := b.CompareAndSet(ctx, vb, 12); !ok || err != nil {
+		t.Fatalf("b.CompareAndSet(%+v, 12) = %v, %v; want true, nil", vb, ok, err)
+	}
+	want = dsync.Versioned[int32]{Value: 12, Version: 2}
+	if got, err := a.Get(ctx); err != nil || got != want {
+		t.Fatalf("Get() = %+v, %v; want %+v", got, err, want)
+	}
+
+	if ok, err := a.CompareAndSet(ctx, dsync.Versioned[int32]{Version: -1}, 0); ok || err == nil {
+		t.Fatalf("CompareAndSet(version -1) = %v, %v; want false and an error", ok, err)
+	}
+	obs := observer(t, shared.Addr())
+	if err := obs.Delete(path, -1); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.CompareAndSet(ctx, want, 13); ok || err != nil {
+		t.Fatalf("CompareAndSet on a deleted node = %v, %v; want false, nil", ok, err)
+	}
+	if ok, _, _ := obs.Exists(path); ok {
+		t.Fatalf("CompareAndSet on a deleted node created it")
+	}
+}
+
+// TestValueWatch: the watcher sees the initial value, then each value
+// another Session sets, in order. The next value is set only once the
+// previous one has been seen, so none coalesce.
+func TestValueWatch(t *testing.T) {
+	ctx := valueCtx(t)
+	path := lockPath(t)
+	w := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 100)
+	setter := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 100)
+	want := dsync.Versioned[int32]{Value: 100, Version: 0}
+	for got, err := range w.Watch(ctx) {
+		if err != nil {
+			t.Fatalf("Watch yielded error %v; want %+v", err, want)
+		}
+		if got != want {
+			t.Fatalf("Watch yielded %+v; want %+v", got, want)
+		}
+		if want.Version == 5 {
+			break
+		}
+		want = dsync.Versioned[int32]{Value: want.Value + 1, Version: want.Version + 1}
+		if err := setter.Set(ctx, want.Value); err != nil {
+			t.Fatalf("Set(%d) = %v", want.Value, err)
+		}
+	}
+	if want.Version != 5 {
+		t.Fatalf("Watch ended at %+v; want it to reach version 5", want)
+	}
+
+	// Watching the same path again starts from the current value.
+	for got, err := range w.Watch(ctx) {
+		if err != nil || got.Value != 105 {
+			t.Fatalf("second Watch yielded %+v, %v; want 105", got, err)
+		}
+		break
+	}
+}
+
+// TestValueWatchCoalesces: writes made while the loop body runs are
+// delivered as the latest value.
+func TestValueWatchCoalesces(t *testing.T) {
+	ctx := valueCtx(t)
+	path := lockPath(t)
+	w := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 0)
+	setter := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 0)
+	var seen []dsync.Versioned[int32]
+	for got, err := range w.Watch(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, got)
+		if got.Value == 3 {
+			break
+		}
+		if len(seen) == 1 {
+			for n := int32(1); n <= 3; n++ {
+				if err := setter.Set(ctx, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if len(seen) < 2 || seen[0].Value != 0 || seen[len(seen)-1] != (dsync.Versioned[int32]{Value: 3, Version: 3}) {
+		t.Fatalf("Watch yielded %+v; want {0 0} first and {3 3} last", seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i].Version <= seen[i-1].Version {
+			t.Fatalf("Watch yielded %+v; want increasing versions", seen)
+		}
+	}
+}
+
+// TestValueWatchCanceled: canceling the context ends the loop without an
+// error; a context already done yields nothing.
+func TestValueWatchCanceled(t *testing.T) {
+	path := lockPath(t)
+	w := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 1)
+	ctx, cancel := context.WithCancel(valueCtx(t))
+	defer cancel()
+	type yielded struct {
+		v   dsync.Versioned[int32]
+		err error
+	}
+	out := make(chan yielded, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v, err := range w.Watch(ctx) {
+			out <- yielded{v, err}
+		}
+	}()
+	select {
+	case y := <-out:
+		if y.err != nil || y.v.Value != 1 {
+			t.Fatalf("first yield = %+v, %v; want 1, nil", y.v, y.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Watch yielded nothing within a minute")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Watch still running a minute after cancel")
+	}
+	close(out)
+	for y := range out {
+		t.Errorf("Watch yielded %+v, %v after cancel; want nothing", y.v, y.err)
+	}
+
+	for v, err := range w.Watch(ctx) {
+		t.Errorf("Watch(done ctx) yielded %+v, %v; want nothing", v, err)
+	}
+	if _, err := w.Get(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Get(done ctx) = %v; want context.Canceled", err)
+	}
+	if err := w.Set(ctx, 2); !errors.Is(err, context.Canceled) {
+		t.Errorf("Set(done ctx) = %v; want context.Canceled", err)
+	}
+	if _, err := w.CompareAndSet(ctx, dsync.Versioned[int32]{}, 2); !errors.Is(err, context.Canceled) {
+		t.Errorf("CompareAndSet(done ctx) = %v; want context.Canceled", err)
+	}
+}
+
+// TestValueDecodeError: data the codec cannot read is an error wrapping
+// ErrDecode that carries the version; Watch yields it and goes on, and
+// CompareAndSet can repair it.
+func TestValueDecodeError(t *testing.T) {
+	ctx := valueCtx(t)
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	createRaw(t, obs, path, []byte{1, 2, 3})
+	c := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 0)
+	got, err := c.Get(ctx)
+	if !errors.Is(err, dsync.ErrDecode) || !strings.Contains(err.Error(), "3 bytes") {
+		t.Fatalf("Get() of 3 bytes = %+v, %v; want ErrDecode naming 3 bytes", got, err)
+	}
+	if got.Version != 0 {
+		t.Fatalf("Get() of 3 bytes: version %d; want 0", got.Version)
+	}
+
+	step := 0
+	for got, err := range c.Watch(ctx) {
+		switch step {
+		case 0:
+			if !errors.Is(err, dsync.ErrDecode) || got.Version != 0 {
+				t.Fatalf("first yield = %+v, %v; want version 0 and ErrDecode", got, err)
+			}
+			if _, err := obs.Set(path, []byte{1, 2, 3, 4, 5}, -1); err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			if !errors.Is(err, dsync.ErrDecode) || got.Version != 1 || !strings.Contains(err.Error(), "5 bytes") {
+				t.Fatalf("second yield = %+v, %v; want version 1 and ErrDecode naming 5 bytes", got, err)
+			}
+			if ok, err := c.CompareAndSet(ctx, got, 9); !ok || err != nil {
+				t.Fatalf("CompareAndSet(%+v, 9) = %v, %v; want true, nil", got, ok, err)
+			}
+		case 2:
+			if want := (dsync.Versioned[int32]{Value: 9, Version: 2}); err != nil || got != want {
+				t.Fatalf("third yield = %+v, %v; want %+v, nil", got, err, want)
+			}
+		}
+		if step++; step == 3 {
+			break
+		}
+	}
+	if step != 3 {
+		t.Fatalf("Watch ended after %d yields; want 3", step)
+	}
+}
+
+// valueFailingCodec cannot encode anything.
+type valueFailingCodec struct{}
+
+func (valueFailingCodec) Encode(int32) ([]byte, error) { return nil, errors.New("no encoding") }
+func (valueFailingCodec) Decode([]byte) (int32, error) { return 0, nil }
+
+// TestValueBadInput: every method reports bad input, and sends nothing.
+func TestValueBadInput(t *testing.T) {
+	ctx := valueCtx(t)
+	sess := dial(t, []string{shared.Addr()})
+	good := lockPath(t)
+	for _, tc := range []struct {
+		name string
+		v    *dsync.Count
+		want error // nil: any error
+		text string
+	}{
+		{"nil session", dsync.NewCount(nil, good, 0), dsync.ErrNilSession, ""},
+		{"empty path", dsync.NewCount(sess, "", 0), dsync.ErrBadPath, ""},
+		{"relative path", dsync.NewCount(sess, "count", 0), dsync.ErrBadPath, ""},
+		{"trailing slash", dsync.NewCount(sess, good+"/", 0), dsync.ErrBadPath, ""},
+		{"dot-dot", dsync.NewCount(sess, good+"/../x", 0), dsync.ErrBadPath, ""},
+		{"NUL", dsync.NewCount(sess, good+"/a\x00b", 0), dsync.ErrBadPath, ""},
+		{"root", dsync.NewCount(sess, "/", 0), dsync.ErrBadPath, ""},
+		{"nil codec", dsync.NewValue[int32](sess, good+"/nilcodec", nil, 0), nil, "nil codec"},
+		{"seed not encodable", dsync.NewValue[int32](sess, good+"/badseed", valueFailingCodec{}, 0), nil, "no encoding"},
+	} {
+		check := func(method string, err error) {
+			t.Helper()
+			switch {
+			case err == nil:
+				t.Errorf("%s: %s = nil; want an error", tc.name, method)
+			case tc.want != nil && !errors.Is(err, tc.want):
+				t.Errorf("%s: %s = %v; want %v", tc.name, method, err, tc.want)
+			case !strings.HasPrefix(err.Error(), "dsync: ") || !strings.Contains(err.Error(), tc.text):
+				t.Errorf("%s: %s = %q; want a dsync: error mentioning %q", tc.name, method, err, tc.text)
+			}
+		}
+		_, err := tc.v.Get(ctx)
+		check("Get", err)
+		check("Set", tc.v.Set(ctx, 1))
+		ok, err := tc.v.CompareAndSet(ctx, dsync.Versioned[int32]{}, 1)
+		if ok {
+			t.Errorf("%s: CompareAndSet = true; want false", tc.name)
+		}
+		check("CompareAndSet", err)
+		n := 0
+		for _, err := range tc.v.Watch(ctx) {
+			n++
+			check("Watch", err)
+		}
+		if n != 1 {
+			t.Errorf("%s: Watch yielded %d times; want once", tc.name, n)
+		}
+	}
+	if kids := children(t, observer(t, shared.Addr()), good); len(kids) != 0 {
+		t.Fatalf("bad input created %v under %s; want nothing", kids, good)
+	}
+}
+
+// TestValueWatchAcrossSuspension: a value written while the watcher is cut
+// off is yielded once the connection is back, on the same session.
+func TestValueWatchAcrossSuspension(t *testing.T) {
+	ctx := valueCtx(t)
+	srv := zktest.Start(t)
+	p := zktest.NewProxy(t, srv.Addr())
+	path := lockPath(t)
+	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
+	sub := s.Subscribe()
+	defer sub.Stop()
+	w := dsync.NewCount(s, path, 1)
+	setter := dsync.NewCount(dial(t, []string{srv.Addr()}), path, 1)
+	step := 0
+	for got, err := range w.Watch(ctx) {
+		if err != nil {
+			t.Fatalf("Watch yielded %v", err)
+		}
+		switch step {
+		case 0:
+			if got.Value != 1 {
+				t.Fatalf("first yield %+v; want 1", got)
+			}
+			p.BlackHole()
+			p.Cut()
+			awaitState(t, sub, zkconn.StateSuspended)
+			if err := setter.Set(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			p.Heal()
+		case 1:
+			if want := (dsync.Versioned[int32]{Value: 2, Version: 1}); got != want {
+				t.Fatalf("yield after the cut = %+v; want %+v", got, want)
+			}
+		}
+		if step++; step == 2 {
+			break
+		}
+	}
+	awaitState(t, sub, zkconn.StateReconnected)
+}
+
+// TestValueWatchAcrossSessionLoss: the watcher's session is lost while a
+// value is written; the Watch carries on with the next session and yields it.
+func TestValueWatchAcrossSessionLoss(t *testing.T) {
+	ctx := valueCtx(t)
+	srv := zktest.Start(t)
+	p := zktest.NewProxy(t, srv.Addr())
+	path := lockPath(t)
+	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second))
+	sub := s.Subscribe()
+	defer sub.Stop()
+	w := dsync.NewCount(s, path, 1)
+	setter := dsync.NewCount(dial(t, []string{srv.Addr()}), path, 1)
+	step := 0
+	for got, err := range w.Watch(ctx) {
+		if err != nil {
+			t.Fatalf("Watch yielded %v", err)
+		}
+		switch step {
+		case 0:
+			if got.Value != 1 {
+				t.Fatalf("first yield %+v; want 1", got)
+			}
+			p.BlackHole()
+			awaitState(t, sub, zkconn.StateLost)
+			if err := setter.Set(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			p.Heal()
+		case 1:
+			if want := (dsync.Versioned[int32]{Value: 2, Version: 1}); got != want {
+				t.Fatalf("yield after the loss = %+v; want %+v", got, want)
+			}
+		}
+		if step++; step == 2 {
+			break
+		}
+	}
+}
+
+// awaitState reads sub until the Session reaches want.
+func awaitState(t *testing.T, sub *zkconn.Subscription, want zkconn.State) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case ev := <-sub.C():
+			if ev.State == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("Session not %v within a minute", want)
+		}
+	}
+}
+
+// TestCountInteropCurator: Curator's SharedCount and dsync's Count read each
+// other's writes on one path.
+func TestCountInteropCurator(t *testing.T) {
+	ctx := valueCtx(t)
+	path := lockPath(t) + "/count"
+	lines, err := java.Run(ctx, "count-set", shared.Addr(), path, "42")
+	if err != nil || len(lines) != 1 || lines[0] != "ok" {
+		t.Fatalf("Curator count-set 42 = %q, %v; want ok", lines, err)
+	}
+	c := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 0)
+	if got, err := c.Get(ctx); err != nil || got.Value != 42 {
+		t.Fatalf("Get() after Curator's setCount(42) = %+v, %v; want 42", got, err)
+	}
+	if err := c.Set(ctx, -7); err != nil {
+		t.Fatalf("Set(-7) = %v", err)
+	}
+	lines, err = java.Run(ctx, "count-get", shared.Addr(), path)
+	if err != nil || len(lines) != 1 || lines[0] != "-7" {
+		t.Fatalf("Curator count-get = %q, %v; want -7", lines, err)
+	}
+
+	// A node dsync creates with its seed is what Curator reads.
+	fresh := dsync.NewCount(dial(t, []string{shared.Addr()}), lockPath(t)+"/seeded/count", 1234)
+	if _, err := fresh.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lines, err = java.Run(ctx, "count-get", shared.Addr(), lockPath(t)+"/seeded/count")
+	if err != nil || len(lines) != 1 || lines[0] != "1234" {
+		t.Fatalf("Curator count-get of a dsync seed = %q, %v; want 1234", lines, err)
+	}
+}

@@ -1,0 +1,383 @@
+package dsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/go-zookeeper/zk"
+)
+
+// Semaphore is a weighted semaphore. golang.org/x/sync/semaphore's
+// *Weighted satisfies it, and so does *Weighted here: code written against a
+// local semaphore takes a distributed one.
+type Semaphore interface {
+	// Acquire acquires n, blocking until available or ctx is done. On
+	// success it returns nil; on failure ctx.Err() (or the cause), leaving
+	// the semaphore unchanged.
+	Acquire(ctx context.Context, n int64) error
+	// TryAcquire acquires n without blocking and reports whether it did.
+	TryAcquire(n int64) bool
+	// Release releases n.
+	Release(n int64)
+}
+
+var _ Semaphore = (*Weighted)(nil)
+
+// leaseMarker precedes the sequence number of a lease node
+// (PATH/leases/_c_<uuid>-lease-0000000042).
+const leaseMarker = "lease-"
+
+// A Weighted is a semaphore of max leases shared by every process that uses
+// the same ZooKeeper path: Curator's InterProcessSemaphoreV2, in Go. Java
+// processes using InterProcessSemaphoreV2 (or InterProcessSemaphoreMutex, for
+// a maximum of 1) on the same path and maximum share it.
+//
+// Layout (Curator's): an internal Mutex at PATH/locks, and one ephemeral node
+// per lease under PATH/leases. An acquirer takes the internal Mutex, creates
+// its lease nodes, waits until PATH/leases has no more than max children, and
+// releases the internal Mutex; only that one acquirer watches the leases. A
+// lease is released by deleting its node.
+//
+// Unlike Curator's acquire(qty), which takes leases one by one and lets two
+// partial holders deadlock, Acquire(ctx, n) is all or nothing: it creates all
+// n nodes while it holds the internal Mutex.
+//
+// A lease can be lost like a Mutex hold (see LossPolicy): AcquireLeases
+// returns leases whose Context tells. A Weighted must be made with NewWeighted
+// or NewWeightedCount and must not be copied after first use.
+type Weighted struct {
+	lock   queue
+	leases queue
+	policy LossPolicy
+	max    int64  // fixed maximum, or 0 with count
+	count  *Count // shared maximum, or nil
+	err    error
+	gate   chan struct{} // one acquirer of this process at a time
+
+	mu   sync.Mutex
+	held []*Lease // taken by Acquire and TryAcquire, for Release
+}
+
+// NewWeighted returns a semaphore of max leases at path. Nothing is sent to
+// ZooKeeper until it is used. A nil sess, a bad path or max <= 0 is reported
+// by every call.
+func NewWeighted(sess *zkconn.Session, path string, max int64, opts ...Option) *Weighted {
+	w := newWeighted(sess, path, opts)
+	w.max = max
+	if w.err == nil && max <= 0 {
+		w.err = fmt.Errorf("%w: maximum %d", ErrWeight, max)
+	}
+	return w
+}
+
+// NewWeightedCount returns a semaphore at path whose maximum is the value of
+// count, followed live (Curator's SharedCountReader mode): raising the count
+// wakes waiters, lowering it applies to acquisitions from then on (leases
+// held are not taken back).
+func NewWeightedCount(sess *zkconn.Session, path string, count *Count, opts ...Option) *Weighted {
+	w := newWeighted(sess, path, opts)
+	w.count = count
+	if w.err == nil && count == nil {
+		w.err = errors.New("dsync: nil count")
+	}
+	return w
+}
+
+func newWeighted(sess *zkconn.Session, path string, opts []Option) *Weighted {
+	o := newOptions(opts)
+	return &Weighted{
+		lock:   queue{sess: sess, path: path + "/locks", marker: lockMarker, data: o.data},
+		leases: queue{sess: sess, path: path + "/leases", marker: leaseMarker, data: o.data},
+		policy: o.policy,
+		err:    validate(sess, path),
+		gate:   make(chan struct{}, 1),
+	}
+}
+
+// Acquire acquires n leases, blocking until they are available or ctx is
+// done. On success, returns nil. On failure, returns ctx.Err() (or the error
+// that stopped it) and leaves the semaphore unchanged: no lease node and no
+// internal lock node is left behind. n <= 0 or n above the maximum is an
+// error at once (wrapping ErrWeight), where x/sync's would block forever.
+func (w *Weighted) Acquire(ctx context.Context, n int64) error {
+	ls, err := w.acquire(ctx, n, true)
+	if err != nil {
+		return err
+	}
+	w.keep(ls)
+	return nil
+}
+
+// TryAcquire acquires n leases without waiting for other holders, and
+// reports whether it did. It does talk to ZooKeeper (bounded by the session
+// timeout), and reports false if that fails.
+func (w *Weighted) TryAcquire(n int64) bool {
+	ls, err := w.tryLeases(n)
+	if err != nil {
+		return false
+	}
+	w.keep(ls)
+	return true
+}
+
+// tryLeases acquires n leases if they are free now.
+func (w *Weighted) tryLeases(n int64) ([]*Lease, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.lock.sess.SessionTimeout())
+	defer cancel()
+	return w.acquire(ctx, n, false)
+}
+
+func (w *Weighted) keep(ls []*Lease) {
+	w.mu.Lock()
+	w.held = append(w.held, ls...)
+	w.mu.Unlock()
+}
+
+// Release releases n leases taken by Acquire or TryAcquire (any n of them:
+// they are interchangeable). Releasing more than are held panics, as in
+// x/sync.
+func (w *Weighted) Release(n int64) {
+	w.mu.Lock()
+	if n < 0 || n > int64(len(w.held)) {
+		w.mu.Unlock()
+		panic("dsync: released more than held")
+	}
+	ls := w.held[len(w.held)-int(n):]
+	w.held = w.held[:len(w.held)-int(n)]
+	w.mu.Unlock()
+	for _, l := range ls {
+		l.Release()
+	}
+}
+
+// AcquireLeases acquires n leases like Acquire, and returns them to be
+// released one by one; Release does not see them.
+func (w *Weighted) AcquireLeases(ctx context.Context, n int64) ([]*Lease, error) {
+	return w.acquire(ctx, n, true)
+}
+
+// Participants returns the lease nodes at w's path in the order they were
+// created, with each one's owner and data (Curator's leases included).
+func (w *Weighted) Participants(ctx context.Context) ([]Participant, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	return w.leases.participants(ctx)
+}
+
+// acquire takes the internal lock, creates n leases and, if wait is set,
+// waits until they fit under the maximum. If the session is lost on the way
+// it starts again on the next one.
+func (w *Weighted) acquire(ctx context.Context, n int64, wait bool) ([]*Lease, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if n <= 0 || w.count == nil && n > w.max {
+		return nil, fmt.Errorf("%w: %d leases of a semaphore of %d", ErrWeight, n, w.max)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if wait {
+		select {
+		case w.gate <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	} else {
+		select {
+		case w.gate <- struct{}{}:
+		default:
+			return nil, errNotFirst
+		}
+	}
+	defer func() { <-w.gate }()
+	for {
+		lk, err := w.lock.acquire(ctx, wait)
+		if err != nil {
+			return nil, err
+		}
+		var nodes []string
+		nodes, err = w.grant(ctx, lk.h, n, wait)
+		var ls []*Lease
+		if err == nil {
+			ls, err = w.track(ctx, lk, nodes)
+		} else {
+			lk.h.Delete(lk.node)
+		}
+		if err == nil {
+			return ls, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, zkconn.ErrSessionLost) && !errors.Is(err, errNodeGone) {
+			return nil, err
+		}
+	}
+}
+
+// grant creates n lease nodes in h's session and waits until the leases fit
+// under the maximum. The caller holds the internal lock, so nobody else adds
+// lease nodes meanwhile: the listing only shrinks. On failure it deletes the
+// nodes it made.
+func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait bool) (nodes []string, err error) {
+	defer func() {
+		if err != nil {
+			for _, p := range nodes {
+				h.Delete(p)
+			}
+			nodes = nil
+		}
+	}()
+	// Create the nodes while listing the leases: one round trip. The
+	// listing may or may not include them; those it lacks are added.
+	made := make(chan error, 1)
+	go func() {
+		for i := int64(0); i < n; i++ {
+			p, err := h.CreateProtected(ctx, w.leases.path, w.leases.marker, w.leases.data)
+			if err != nil {
+				made <- err
+				return
+			}
+			nodes = append(nodes, p)
+		}
+		made <- nil
+	}()
+	children, watch, lerr := listW(ctx, h, w.leases.path)
+	if err := <-made; err != nil {
+		return nodes, err
+	}
+	first := true
+	for {
+		if lerr != nil {
+			return nodes, lerr
+		}
+		missing := 0
+		for _, p := range nodes {
+			if !contains(children, p[len(w.leases.path)+1:]) {
+				missing++
+			}
+		}
+		if missing > 0 && !first {
+			return nodes, errNodeGone
+		}
+		first = false
+		max, maxWatch, err := w.limit(ctx, h)
+		if err != nil {
+			return nodes, err
+		}
+		if n > max {
+			return nodes, fmt.Errorf("%w: %d leases of a semaphore of %d", ErrWeight, n, max)
+		}
+		if int64(len(children)+missing) <= max {
+			return nodes, nil
+		}
+		if !wait {
+			return nodes, errNotFirst
+		}
+		select {
+		case <-watch:
+		case <-maxWatch:
+		case <-ctx.Done():
+			return nodes, ctx.Err()
+		case <-h.Lost():
+			return nodes, h.Err()
+		}
+		children, watch, lerr = listW(ctx, h, w.leases.path)
+	}
+}
+
+// track turns granted lease nodes into Leases, watching each for loss,
+// while the internal lock lk is released.
+func (w *Weighted) track(ctx context.Context, lk entry, nodes []string) ([]*Lease, error) {
+	released := make(chan struct{})
+	go func() {
+		<-lk.h.Delete(lk.node)
+		close(released)
+	}()
+	defer func() { <-released }()
+	ls := make([]*Lease, 0, len(nodes))
+	for i, p := range nodes {
+		czxid, own, err := watchNode(ctx, lk.h, p)
+		if err != nil {
+			for _, l := range ls {
+				l.Release()
+			}
+			for _, q := range nodes[i:] {
+				lk.h.Delete(q)
+			}
+			return nil, err
+		}
+		e := entry{h: lk.h, node: p, czxid: czxid, own: own}
+		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy)})
+	}
+	return ls, nil
+}
+
+// limit returns the maximum now and, with a shared count, a watch that fires
+// when it changes.
+func (w *Weighted) limit(ctx context.Context, h zkconn.Handle) (int64, <-chan zk.Event, error) {
+	if w.count == nil {
+		return w.max, nil, nil
+	}
+	v, watch, err := w.count.current(ctx, h)
+	return int64(v.Value), watch, err
+}
+
+// listW lists path's children with a watch; a missing path has none (and
+// no watch: the caller's own create will make it).
+func listW(ctx context.Context, h zkconn.Handle, path string) ([]string, <-chan zk.Event, error) {
+	var children []string
+	var watch <-chan zk.Event
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		children, _, watch, err = c.ChildrenW(path)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil, nil
+	}
+	return children, watch, err
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// A Lease is one lease of a Weighted, from AcquireLeases.
+type Lease struct {
+	hd   *hold
+	once sync.Once
+}
+
+// Path returns the lease's node path.
+func (l *Lease) Path() string { return l.hd.node }
+
+// Context returns a context canceled when the lease ends: by Release (cause
+// context.Canceled) or by loss (cause wrapping ErrLockLost).
+func (l *Lease) Context() context.Context { return l.hd.ctx }
+
+// Token returns the lease node's czxid, a fencing token.
+func (l *Lease) Token() int64 { return l.hd.czxid }
+
+// Release gives the lease back (deleting its node, or, after a loss,
+// deleting it if it still exists). Releasing a Lease twice panics.
+func (l *Lease) Release() {
+	first := false
+	l.once.Do(func() { first = true })
+	if !first {
+		panic("dsync: released more than held")
+	}
+	l.hd.end()
+}

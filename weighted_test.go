@@ -1,0 +1,494 @@
+package dsync_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/internal/curator"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"golang.org/x/sync/semaphore"
+)
+
+// x/sync's local semaphore is a dsync.Semaphore unchanged.
+var _ dsync.Semaphore = (*semaphore.Weighted)(nil)
+
+// bounded is a critical section that records the highest concurrency seen.
+type bounded struct {
+	cur, peak atomic.Int64
+}
+
+func (b *bounded) run(n int64) {
+	c := b.cur.Add(n)
+	for {
+		p := b.peak.Load()
+		if c <= p || b.peak.CompareAndSwap(p, c) {
+			break
+		}
+	}
+	time.Sleep(time.Millisecond)
+	b.cur.Add(-n)
+}
+
+func TestWeightedBound(t *testing.T) {
+	for _, n := range []int64{1, 2} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			const sessions, cycles, max = 12, 8, 4
+			path := lockPath(t)
+			var b bounded
+			var wg sync.WaitGroup
+			errs := make(chan error, sessions)
+			for i := 0; i < sessions; i++ {
+				w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, max)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := 0; j < cycles; j++ {
+						if err := w.Acquire(context.Background(), n); err != nil {
+							errs <- err
+							return
+						}
+						b.run(n)
+						w.Release(n)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if p := b.peak.Load(); p > max || p < n {
+				t.Fatalf("peak concurrency %d; want between %d and %d", p, n, max)
+			}
+			assertEmpty(t, path)
+		})
+	}
+}
+
+// assertEmpty fails unless path has no lease and no internal lock node.
+func assertEmpty(t *testing.T, path string) {
+	t.Helper()
+	obs := observer(t, shared.Addr())
+	if l, k := children(t, obs, path+"/leases"), children(t, obs, path+"/locks"); len(l)+len(k) != 0 {
+		t.Fatalf("left behind: leases %v, locks %v", l, k)
+	}
+}
+
+// TestWeightedNoPartialDeadlock: two acquirers of 2 leases out of 3 could
+// each get one lease and wait forever for a second with Curator's
+// one-by-one acquire(qty). All-or-nothing acquisition cannot.
+func TestWeightedNoPartialDeadlock(t *testing.T) {
+	path := lockPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var b bounded
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 3)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 25; j++ {
+				if err := w.Acquire(ctx, 2); err != nil {
+					errs <- err
+					return
+				}
+				b.run(2)
+				w.Release(2)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("acquire: %v (deadlocked?)", err)
+	}
+	if p := b.peak.Load(); p != 2 {
+		t.Fatalf("peak %d; want 2 (two acquirers of 2 never fit in 3 together)", p)
+	}
+}
+
+func TestWeightedBadInput(t *testing.T) {
+	s := dial(t, []string{shared.Addr()})
+	ctx := context.Background()
+	w := dsync.NewWeighted(s, lockPath(t), 3)
+	for _, n := range []int64{0, -1, 4} {
+		if err := w.Acquire(ctx, n); !errors.Is(err, dsync.ErrWeight) {
+			t.Errorf("Acquire(%d) = %v; want ErrWeight", n, err)
+		}
+		if w.TryAcquire(n) {
+			t.Errorf("TryAcquire(%d) succeeded", n)
+		}
+	}
+	if err := dsync.NewWeighted(s, lockPath(t), 0).Acquire(ctx, 1); !errors.Is(err, dsync.ErrWeight) {
+		t.Errorf("Acquire on a semaphore of 0 = %v; want ErrWeight", err)
+	}
+	if err := dsync.NewWeighted(s, "bad", 1).Acquire(ctx, 1); !errors.Is(err, dsync.ErrBadPath) {
+		t.Errorf("Acquire on a bad path = %v; want ErrBadPath", err)
+	}
+	if err := dsync.NewWeighted(nil, "/x", 1).Acquire(ctx, 1); !errors.Is(err, dsync.ErrNilSession) {
+		t.Errorf("Acquire with a nil session = %v; want ErrNilSession", err)
+	}
+	if _, err := dsync.NewSemaphoreMutex(s, "/a/").LockContext(ctx); !errors.Is(err, dsync.ErrBadPath) {
+		t.Errorf("SemaphoreMutex on a bad path = %v; want ErrBadPath", err)
+	}
+	if err := w.Acquire(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	expectPanic(t, "dsync: released more than held", func() { w.Release(3) })
+	w.Release(2)
+	expectPanic(t, "dsync: released more than held", func() { w.Release(1) })
+	assertEmpty(t, lockPath(t))
+}
+
+func TestWeightedTryAcquire(t *testing.T) {
+	path := lockPath(t)
+	a := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 3)
+	b := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 3)
+	if !a.TryAcquire(2) {
+		t.Fatal("TryAcquire(2) of 3 free failed")
+	}
+	if b.TryAcquire(2) {
+		t.Fatal("TryAcquire(2) with 1 free succeeded")
+	}
+	if !b.TryAcquire(1) {
+		t.Fatal("TryAcquire(1) with 1 free failed")
+	}
+	a.Release(2)
+	b.Release(1)
+	assertEmpty(t, path)
+}
+
+// TestWeightedCancelLeavesNothing cancels acquisitions at every stage: before
+// anything is sent, while queued for the internal lock, and while holding it
+// waiting for leases.
+func TestWeightedCancelLeavesNothing(t *testing.T) {
+	path := lockPath(t)
+	holder := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 2)
+	if err := holder.Acquire(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	waiter := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 2)
+	queued := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 2)
+
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := waiter.Acquire(done, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire(canceled) = %v", err)
+	}
+	for i := 0; i < 30; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Duration(i%10)*300*time.Microsecond, cancel)
+		if err := waiter.Acquire(ctx, 1); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire canceled at stage %d = %v", i, err)
+		}
+		cancel()
+	}
+	// One waits holding the internal lock, one queues behind it.
+	obs := observer(t, shared.Addr())
+	wctx, wcancel := context.WithCancel(context.Background())
+	qctx, qcancel := context.WithCancel(context.Background())
+	werr, qerr := make(chan error, 1), make(chan error, 1)
+	go func() { werr <- waiter.Acquire(wctx, 1) }()
+	awaitChildren(t, obs, path+"/leases", 3)
+	go func() { qerr <- queued.Acquire(qctx, 1) }()
+	awaitChildren(t, obs, path+"/locks", 2)
+	qcancel()
+	if err := <-qerr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("queued Acquire = %v", err)
+	}
+	wcancel()
+	if err := <-werr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiting Acquire = %v", err)
+	}
+	if l, k := children(t, obs, path+"/leases"), children(t, obs, path+"/locks"); len(l) != 2 || len(k) != 0 {
+		t.Fatalf("leases %v, locks %v; want the holder's 2 leases only", l, k)
+	}
+	holder.Release(2)
+	assertEmpty(t, path)
+}
+
+func TestWeightedLeases(t *testing.T) {
+	path := lockPath(t)
+	w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 3)
+	ls, err := w.AcquireLeases(context.Background(), 2)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("AcquireLeases = %v, %v", ls, err)
+	}
+	ps, err := w.Participants(context.Background())
+	if err != nil || len(ps) != 2 || ps[0].Path != ls[0].Path() || ps[1].Path != ls[1].Path() {
+		t.Fatalf("Participants = %+v, %v; want the two leases", ps, err)
+	}
+	if ls[0].Token() >= ls[1].Token() || ls[0].Token() == 0 {
+		t.Fatalf("tokens %d, %d; want increasing", ls[0].Token(), ls[1].Token())
+	}
+	ls[0].Release()
+	if !errors.Is(context.Cause(ls[0].Context()), context.Canceled) || ls[1].Context().Err() != nil {
+		t.Fatal("releasing one lease ended the wrong context")
+	}
+	expectPanic(t, "dsync: released more than held", ls[0].Release)
+	ls[1].Release()
+	assertEmpty(t, path)
+}
+
+// TestWeightedLeaseLoss: a lease holder cut off from ZooKeeper sees its
+// lease context canceled before the lease can be taken elsewhere.
+func TestWeightedLeaseLoss(t *testing.T) {
+	srv := zktest.Start(t)
+	p := zktest.NewProxy(t, srv.Addr())
+	path := lockPath(t)
+	w := dsync.NewWeighted(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second)), path, 1)
+	ls, err := w.AcquireLeases(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := dsync.NewWeighted(dial(t, []string{srv.Addr()}), path, 1)
+	got := make(chan error, 1)
+	go func() {
+		err := other.Acquire(context.Background(), 1)
+		if err == nil && ls[0].Context().Err() == nil {
+			err = errors.New("lease taken while the old holder's context was alive")
+		}
+		got <- err
+	}()
+	p.BlackHole()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(ls[0].Context()), dsync.ErrLockLost) {
+		t.Fatalf("cause = %v; want ErrLockLost", context.Cause(ls[0].Context()))
+	}
+	ls[0].Release()
+	other.Release(1)
+}
+
+// TestWeightedCount: the maximum follows a shared count live.
+func TestWeightedCount(t *testing.T) {
+	path := lockPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := dial(t, []string{shared.Addr()})
+	count := dsync.NewCount(s, path+"-max", 1)
+	if err := count.Set(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	a := dsync.NewWeightedCount(s, path, count)
+	b := dsync.NewWeightedCount(dial(t, []string{shared.Addr()}), path, dsync.NewCount(s, path+"-max", 1))
+	if err := a.Acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- b.Acquire(ctx, 1) }()
+	obs := observer(t, shared.Addr())
+	awaitChildren(t, obs, path+"/leases", 2) // b waits, its lease node counted
+	if err := count.Set(ctx, 2); err != nil { // raising wakes it
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if err := count.Set(ctx, 1); err != nil { // lowering: held leases stay
+		t.Fatal(err)
+	}
+	if a.TryAcquire(1) {
+		t.Fatal("TryAcquire succeeded above a lowered maximum")
+	}
+	if err := a.Acquire(ctx, 2); !errors.Is(err, dsync.ErrWeight) {
+		t.Fatalf("Acquire(2) of a count of 1 = %v; want ErrWeight", err)
+	}
+	a.Release(1)
+	if b.TryAcquire(1) {
+		t.Fatal("TryAcquire succeeded with the lowered maximum reached")
+	}
+	b.Release(1)
+	if !a.TryAcquire(1) {
+		t.Fatal("TryAcquire failed with nothing held")
+	}
+	a.Release(1)
+	assertEmpty(t, path)
+}
+
+func TestSemaphoreMutex(t *testing.T) {
+	path := lockPath(t)
+	var c critical
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		m := dsync.NewSemaphoreMutex(dial(t, []string{shared.Addr()}), path)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 10; j++ {
+				m.Lock()
+				c.run()
+				m.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	c.check(t, 40)
+
+	m := dsync.NewSemaphoreMutex(dial(t, []string{shared.Addr()}), path)
+	held, err := m.LockContext(context.Background())
+	if err != nil || m.Token() == 0 {
+		t.Fatalf("LockContext = %v (token %d)", err, m.Token())
+	}
+	short, cancel := context.WithTimeout(held, 100*time.Millisecond)
+	defer cancel()
+	if _, err := m.LockContext(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("re-entry = %v; want DeadlineExceeded (never re-entrant)", err)
+	}
+	if m.TryLock() {
+		t.Fatal("TryLock succeeded while held")
+	}
+	m.Unlock()
+	expectPanic(t, "dsync: unlock of unlocked mutex", m.Unlock)
+	assertEmpty(t, path)
+}
+
+// TestInteropWeighted: Java InterProcessSemaphoreV2 and dsync.Weighted share
+// one semaphore of 3; together they never exceed it.
+func TestInteropWeighted(t *testing.T) {
+	const max, iter = 3, 30
+	path := lockPath(t)
+	logName := filepath.Join(t.TempDir(), "log")
+	f, err := os.OpenFile(logName, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := java.Run(ctx, "loop", curator.Semaphore, shared.Addr(), path, strconv.Itoa(iter), logName, strconv.Itoa(max)); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, max)
+		who := fmt.Sprintf("go-%d", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < iter; j++ {
+				if err := w.Acquire(ctx, 1); err != nil {
+					errs <- err
+					return
+				}
+				err := appendLine(f, "enter "+who)
+				time.Sleep(time.Duration(j%3) * time.Millisecond)
+				if err == nil {
+					err = appendLine(f, "exit "+who)
+				}
+				w.Release(1)
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(logName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := map[string]bool{}
+	peak, sections := 0, 0
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		op, who, _ := strings.Cut(line, " ")
+		switch {
+		case op == "enter" && !inside[who]:
+			inside[who] = true
+			peak = max2(peak, len(inside))
+		case op == "exit" && inside[who]:
+			delete(inside, who)
+			sections++
+		default:
+			t.Fatalf("log line %d: %q out of place", i+1, line)
+		}
+	}
+	if peak > max || sections != 6*iter {
+		t.Fatalf("peak %d over %d sections; want <= %d over %d", peak, sections, max, 6*iter)
+	}
+	assertEmpty(t, path)
+}
+
+func max2(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// TestInteropSemaphoreMutex: Java InterProcessSemaphoreMutex and
+// dsync.SemaphoreMutex exclude each other, both ways.
+func TestInteropSemaphoreMutex(t *testing.T) {
+	path := lockPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m := dsync.NewSemaphoreMutex(dial(t, []string{shared.Addr()}), path)
+	jh, err := java.Hold(ctx, curator.SemaphoreMutex, shared.Addr(), path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jh.Kill()
+	<-jh.Acquired()
+	if m.TryLock() {
+		t.Fatal("dsync TryLock succeeded while Curator holds")
+	}
+	got := make(chan error, 1)
+	go func() { _, err := m.LockContext(ctx); got <- err }()
+	awaitChildren(t, observer(t, shared.Addr()), path+"/leases", 2)
+	if err := jh.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	jw, err := java.Hold(ctx, curator.SemaphoreMutex, shared.Addr(), path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jw.Kill()
+	awaitChildren(t, observer(t, shared.Addr()), path+"/leases", 2)
+	ps, err := m.Participants(ctx)
+	if err != nil || len(ps) != 2 {
+		t.Fatalf("Participants = %+v, %v; want dsync's lease and Curator's waiting one", ps, err)
+	}
+	select {
+	case <-jw.Acquired():
+		t.Fatal("Curator acquired while dsync holds")
+	default:
+	}
+	m.Unlock()
+	select {
+	case <-jw.Acquired():
+	case <-ctx.Done():
+		t.Fatal("Curator never acquired")
+	}
+	if err := jw.Release(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,96 @@
+package zkconn
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Delete removes the node at path (any version) in h's session: a guaranteed
+// delete. It tries at once if the connection is up; if it is not, or the
+// attempt is cut short by a dropped connection, it carries on in the
+// background until the node is deleted, is found gone, or h's session is
+// lost or the Session closed (either removes h's ephemeral nodes anyway).
+//
+// The returned channel is closed when Delete is done (at once if the first
+// attempt settled it); reading it is optional. Close waits for background
+// deletes. Errors other than a lost connection (no permission, say) are
+// logged, not retried.
+func (h Handle) Delete(path string) <-chan struct{} {
+	return h.guarantee("delete "+path, func(c *zk.Conn) error {
+		if err := c.Delete(path, -1); !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		return nil
+	})
+}
+
+// forgetProtected deletes, with Delete's guarantee, every child of parent
+// whose name starts with prefix: the node a create whose reply was lost may
+// have made.
+func (h Handle) forgetProtected(parent, prefix string) {
+	h.guarantee("forget "+parent+"/"+prefix, func(c *zk.Conn) error {
+		children, _, err := c.Children(parent)
+		if err != nil {
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil
+			}
+			return err
+		}
+		for _, child := range children {
+			if !strings.HasPrefix(child, prefix) {
+				continue
+			}
+			if err := c.Delete(parent+"/"+child, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// guarantee runs op until it settles (see Delete), inline first when the
+// connection is up, then on a goroutine the Session owns.
+func (h Handle) guarantee(what string, op func(*zk.Conn) error) <-chan struct{} {
+	done := make(chan struct{})
+	if h.Err() == nil && h.isConnected() {
+		if err := op(h.Conn()); !transient(err) {
+			h.report(what, err)
+			close(done)
+			return done
+		}
+	}
+	s := h.s
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		close(done)
+		return done
+	}
+	s.bg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.bg.Done()
+		defer close(done)
+		h.report(what, h.Do(context.Background(), op))
+	}()
+	return done
+}
+
+// report logs a guaranteed operation that failed for a reason other than the
+// end of its session.
+func (h Handle) report(what string, err error) {
+	if err = h.sessionError(err); err == nil || errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
+		return
+	}
+	h.s.cfg.logger.Error("zkconn: "+what+" failed", "err", err)
+}
+
+// isConnected reports whether h's session has a connection up now.
+func (h Handle) isConnected() bool {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return h.s.gen == h.gen && h.s.state.connected()
+}

@@ -1,0 +1,51 @@
+package zkconn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ErrClosed is returned by every operation on a Session that has been closed,
+// and by operations that were waiting when it closed.
+var ErrClosed = errors.New("zkconn: session closed")
+
+// ErrSessionLost is returned when the ZooKeeper session an operation belongs
+// to has expired (or was given up locally after being disconnected for longer
+// than the session timeout). Nodes that session created are gone or about to
+// be; holds tied to it are no longer held. The Session itself carries on with a
+// new ZooKeeper session.
+var ErrSessionLost = errors.New("zkconn: zookeeper session lost")
+
+// ErrBadPath is wrapped by the error ValidatePath returns for a path
+// ZooKeeper would reject, or that dsync refuses to use.
+var ErrBadPath = errors.New("zkconn: bad path")
+
+// transient reports whether err means only that the connection dropped while
+// a request was in flight: the request may or may not have been applied, and
+// the session may still be alive.
+func transient(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionMoved)
+}
+
+// sessionError maps the errors go-zookeeper returns when a session or the
+// whole client is gone onto ErrSessionLost and ErrClosed, keeping the cause
+// for errors.Is. Other errors are returned unchanged.
+func (h Handle) sessionError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrSessionLost):
+		return err
+	case errors.Is(err, zk.ErrSessionExpired):
+		return fmt.Errorf("%w: %w", ErrSessionLost, err)
+	case errors.Is(err, zk.ErrClosing):
+		if h.s.isClosing() {
+			return fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		return fmt.Errorf("%w: %w", ErrSessionLost, err)
+	}
+	return err
+}

@@ -1,0 +1,138 @@
+package zkconn
+
+import (
+	"context"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A Handle ties work to one ZooKeeper session of a Session: the session that
+// was live when Current returned it. Nodes created through a Handle belong to
+// that session and die with it; a hold should be given up when Lost (or, under
+// the stricter policy, Suspended) closes.
+//
+// A Handle is a small value, safe to copy and to use from many goroutines.
+// The zero Handle is not usable.
+type Handle struct {
+	s    *Session
+	gen  *generation
+	link chan struct{}
+}
+
+// Session returns the Session h belongs to.
+func (h Handle) Session() *Session { return h.s }
+
+// ID returns the ZooKeeper session id: the ephemeralOwner of the nodes
+// created through h.
+func (h Handle) ID() int64 { return h.gen.id }
+
+// Conn returns the *zk.Conn of h's session, for requests the helpers here do
+// not cover. Its errors are go-zookeeper's; Do adds retries and error mapping.
+func (h Handle) Conn() *zk.Conn { return h.gen.c.conn }
+
+// Lost returns a channel that is closed when h's ZooKeeper session is lost
+// (expired, given up after the session timeout, or the Session closed). It is
+// never closed otherwise, and is owned by the Session.
+func (h Handle) Lost() <-chan struct{} { return h.gen.lost }
+
+// Suspended returns a channel that is closed when the connection that was up
+// when h was made drops (or h's session is lost). From then on, until the
+// connection is back, nothing proves that h's ephemeral nodes still exist.
+// It is owned by the Session.
+func (h Handle) Suspended() <-chan struct{} { return h.link }
+
+// Err returns nil while h's session is alive, else why it is not: an error
+// wrapping ErrSessionLost or ErrClosed.
+func (h Handle) Err() error {
+	select {
+	case <-h.gen.lost:
+		return h.gen.cause
+	default:
+		return nil
+	}
+}
+
+// ready blocks until h's session has a connection up, and returns the
+// channel that closes when that connection drops. On failure it returns
+// ctx.Err() or h.Err().
+func (h Handle) ready(ctx context.Context) (chan struct{}, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s := h.s
+		s.mu.Lock()
+		if err := h.Err(); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		if s.state.connected() {
+			link := s.link
+			s.mu.Unlock()
+			return link, nil
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		case <-h.gen.lost:
+		}
+	}
+}
+
+// Ready blocks until h's session is connected (after a suspension, until it
+// is reconnected). On failure it returns ctx.Err() or h.Err().
+func (h Handle) Ready(ctx context.Context) error {
+	_, err := h.ready(ctx)
+	return err
+}
+
+// Do runs op with h's connection, retrying it after a reconnect each time it
+// fails only because the connection dropped. It is for requests that are safe
+// to repeat (reads, deletes, versioned writes). It returns op's error, or
+// ctx.Err(), or an error wrapping ErrSessionLost or ErrClosed when h's session
+// ends; go-zookeeper's session errors are wrapped, so errors.Is matches both.
+func (h Handle) Do(ctx context.Context, op func(*zk.Conn) error) error {
+	for {
+		link, err := h.ready(ctx)
+		if err != nil {
+			return err
+		}
+		err = op(h.Conn())
+		if !transient(err) {
+			return h.sessionError(err)
+		}
+		// The connection is going down; wait until the Session says so, so
+		// the next attempt waits for the reconnect.
+		select {
+		case <-link:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.gen.lost:
+			return h.gen.cause
+		}
+	}
+}
+
+// Wait blocks until watch (a one-shot channel from a go-zookeeper *W call on
+// h's connection) fires, ctx is done, or h's session is lost: the one select
+// a waiter needs. A watch survives a suspension (the client sets it again on
+// reconnect). It returns the event, or ctx.Err(), or an error wrapping
+// ErrSessionLost or ErrClosed.
+func (h Handle) Wait(ctx context.Context, watch <-chan zk.Event) (zk.Event, error) {
+	select {
+	case ev := <-watch:
+		if ev.Type == zk.EventNotWatching {
+			if err := h.Err(); err != nil {
+				return ev, err
+			}
+			return ev, h.sessionError(ev.Err)
+		}
+		return ev, nil
+	case <-ctx.Done():
+		return zk.Event{}, ctx.Err()
+	case <-h.gen.lost:
+		return zk.Event{}, h.gen.cause
+	}
+}

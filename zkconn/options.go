@@ -1,0 +1,89 @@
+package zkconn
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// An Option configures Dial.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	sessionTimeout time.Duration
+	logger         *slog.Logger
+	authScheme     string
+	auth           []byte
+	acl            []zk.ACL
+	dialer         zk.Dialer
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{
+		sessionTimeout: 30 * time.Second,
+		logger:         slog.Default(),
+		acl:            zk.WorldACL(zk.PermAll),
+		dialer:         net.DialTimeout,
+	}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	switch {
+	case c.sessionTimeout <= 0:
+		return c, errors.New("zkconn: session timeout must be positive")
+	case c.logger == nil:
+		return c, errors.New("zkconn: nil logger")
+	case len(c.acl) == 0:
+		return c, errors.New("zkconn: empty ACL")
+	case c.dialer == nil:
+		return c, errors.New("zkconn: nil dialer")
+	}
+	return c, nil
+}
+
+// WithSessionTimeout sets the session timeout asked of the server (which
+// clamps it to its own minimum and maximum, by default 2 and 20 ticks). It is
+// also how long a disconnected Session waits before it gives its ZooKeeper
+// session up as lost. The default is 30s; a value <= 0 makes Dial fail.
+func WithSessionTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.sessionTimeout = d })
+}
+
+// WithLogger routes the Session's own messages (suspension and loss at Warn,
+// other transitions at Debug) and go-zookeeper's log lines (at Debug) into l. The default is
+// slog.Default(); nil makes Dial fail.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// WithDigestAuth authenticates every ZooKeeper session of the Session with
+// the digest scheme as user:password, before the session is reported
+// connected. The default is no authentication.
+func WithDigestAuth(user, password string) Option {
+	return optionFunc(func(c *config) {
+		c.authScheme = "digest"
+		c.auth = []byte(user + ":" + password)
+	})
+}
+
+// WithACL sets the ACL of every node the Session creates (lock nodes and
+// their container parents). The default is zk.WorldACL(zk.PermAll); an empty
+// ACL makes Dial fail.
+func WithACL(acl ...zk.ACL) Option {
+	return optionFunc(func(c *config) { c.acl = acl })
+}
+
+// WithDialer sets how connections to servers are made. The default is
+// net.DialTimeout; nil makes Dial fail.
+func WithDialer(d zk.Dialer) Option {
+	return optionFunc(func(c *config) { c.dialer = d })
+}

@@ -1,0 +1,109 @@
+package zkconn
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidatePath(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{"/locks/orders", true},
+		{"/a", true},
+		{"/a/b.c/..d/x..", true},
+		{"/ünïcode/ok", true},
+		{"", false},
+		{"locks", false},
+		{"/", false},
+		{"/locks/", false},
+		{"/a//b", false},
+		{"/a/./b", false},
+		{"/a/../b", false},
+		{"/a/.", false},
+		{"/a/..", false},
+		{"/a\x00b", false},
+		{"/a\x01b", false},
+		{"/a\u007fb", false},
+		{"/a\u009fb", false},
+		{"/a\ue000b", false},
+		{"/a\ufff0b", false},
+		{"/a\xffb", false},
+		{"/zookeeper", false},
+		{"/zookeeper/quota", false},
+		{"/zookeeperish", true},
+	} {
+		err := ValidatePath(tc.path)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidatePath(%q) = %v; want ok=%v", tc.path, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrBadPath) {
+			t.Errorf("ValidatePath(%q) = %v; want an error wrapping ErrBadPath", tc.path, err)
+		}
+	}
+}
+
+func FuzzValidatePath(f *testing.F) {
+	for _, s := range []string{"/a", "/a/b", "/a/../b", "/\x00", "/zookeeper", "//", "/a/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if ValidatePath(p) != nil {
+			return
+		}
+		// An accepted path is absolute, has no empty or relative segment
+		// and no NUL, and appending a child keeps it valid.
+		if !strings.HasPrefix(p, "/") || strings.Contains(p, "//") || strings.HasSuffix(p, "/") ||
+			strings.ContainsRune(p, 0) {
+			t.Fatalf("ValidatePath accepted %q", p)
+		}
+		for _, seg := range strings.Split(p[1:], "/") {
+			if seg == "." || seg == ".." {
+				t.Fatalf("ValidatePath accepted relative segment in %q", p)
+			}
+		}
+		if err := ValidatePath(p + "/child"); err != nil {
+			t.Fatalf("ValidatePath(%q) accepted but its child not: %v", p, err)
+		}
+	})
+}
+
+func TestParseProtected(t *testing.T) {
+	u := newUUID()
+	if len(u) != 36 || u[14] != '4' {
+		t.Fatalf("newUUID() = %q; want a 36-char version 4 UUID", u)
+	}
+	for _, tc := range []struct {
+		name, uuid, rest string
+		ok               bool
+	}{
+		{"_c_" + u + "-lock-0000000001", u, "lock-0000000001", true},
+		{"_c_" + strings.ToUpper(u) + "-x", strings.ToUpper(u), "x", true},
+		{"_c_" + u + "-", u, "", true},
+		{"_c_" + u + "lock-0000000001", "", "", false},
+		{"lock-0000000001", "", "", false},
+		{"_c_0123456789abcdef0123456789abcdef-lock-0000000001", "", "", false}, // go-zookeeper's 32-hex form
+		{"_c_" + u[:35] + "g-x", "", "", false},
+	} {
+		uuid, rest, ok := ParseProtected(tc.name)
+		if uuid != tc.uuid || rest != tc.rest || ok != tc.ok {
+			t.Errorf("ParseProtected(%q) = %q, %q, %v; want %q, %q, %v", tc.name, uuid, rest, ok, tc.uuid, tc.rest, tc.ok)
+		}
+	}
+}
+
+func FuzzParseProtected(f *testing.F) {
+	f.Add("_c_" + newUUID() + "-lock-0000000001")
+	f.Add("_c_")
+	f.Fuzz(func(t *testing.T, name string) {
+		uuid, rest, ok := ParseProtected(name)
+		if !ok {
+			return
+		}
+		if got := ProtectedPrefix + uuid + "-" + rest; got != name {
+			t.Fatalf("ParseProtected(%q) parts rebuild %q", name, got)
+		}
+	})
+}

@@ -1,0 +1,194 @@
+package zkconn
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ProtectedPrefix starts every protected node name: "_c_", then a 36-char
+// UUID and "-" (Curator's format, so that Curator and dsync can each find
+// their own nodes after a lost reply).
+const ProtectedPrefix = "_c_"
+
+const uuidLen = 36
+
+func newUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("zkconn: crypto/rand failed: " + err.Error())
+	}
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, uuidLen)
+	for i, x := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hex[x>>4], hex[x&0xf])
+	}
+	return string(out)
+}
+
+// ParseProtected splits a node name of the form _c_<uuid>-<rest> into the
+// UUID and rest. ok is false for any other name.
+func ParseProtected(name string) (uuid, rest string, ok bool) {
+	if len(name) < len(ProtectedPrefix)+uuidLen+1 || !strings.HasPrefix(name, ProtectedPrefix) {
+		return "", "", false
+	}
+	uuid = name[len(ProtectedPrefix) : len(ProtectedPrefix)+uuidLen]
+	for i := 0; i < uuidLen; i++ {
+		c := uuid[i]
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if c != '-' {
+				return "", "", false
+			}
+			continue
+		}
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return "", "", false
+		}
+	}
+	if name[len(ProtectedPrefix)+uuidLen] != '-' {
+		return "", "", false
+	}
+	return uuid, name[len(ProtectedPrefix)+uuidLen+1:], true
+}
+
+// CreateProtected creates an EPHEMERAL_SEQUENTIAL node named
+// _c_<uuid>-<name><10-digit sequence> under parent, owned by h's session, with
+// data and the Session's ACL, and returns its full path. Missing parents are
+// created as CONTAINER nodes (the server removes them once empty).
+//
+// If the connection drops before the reply arrives, the node may or may not
+// exist: after the reconnect CreateProtected looks for a child carrying its
+// UUID, keeps it if its ephemeralOwner is h's session, deletes it otherwise,
+// and creates again if none is kept.
+//
+// On success the node exists and ctx was not done when it was created. On
+// failure (ctx.Err(), or an error wrapping ErrSessionLost, ErrClosed,
+// ErrBadPath or go-zookeeper's error) no node is left behind: one that may
+// exist is deleted in the background (see Delete).
+func (h Handle) CreateProtected(ctx context.Context, parent, name string, data []byte) (string, error) {
+	if err := ValidatePath(parent); err != nil {
+		return "", err
+	}
+	if name == "" || strings.ContainsRune(name, '/') {
+		return "", fmt.Errorf("%w: node name %q must be non-empty and free of /", ErrBadPath, name)
+	}
+	if err := ValidatePath(parent + "/" + name); err != nil {
+		return "", err
+	}
+	prefix := ProtectedPrefix + newUUID() + "-"
+	full := parent + "/" + prefix + name
+	for {
+		link, err := h.ready(ctx)
+		if err != nil {
+			return "", err
+		}
+		p, err := h.Conn().Create(full, data, zk.FlagEphemeral|zk.FlagSequence, h.s.cfg.acl)
+		switch {
+		case err == nil:
+			if err := ctx.Err(); err != nil {
+				h.Delete(p)
+				return "", err
+			}
+			return p, nil
+		case errors.Is(err, zk.ErrNoNode):
+			if err := h.createParents(ctx, parent); err != nil {
+				return "", err
+			}
+			continue
+		case !transient(err):
+			if err := h.sessionError(err); errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
+				return "", err
+			}
+			return "", fmt.Errorf("zkconn: create %s: %w", full, err)
+		}
+		// The reply was lost: wait for the Session to see the drop, then
+		// find out what became of the request.
+		select {
+		case <-link:
+		case <-ctx.Done():
+		case <-h.gen.lost:
+		}
+		p, err = h.recoverProtected(ctx, parent, prefix)
+		if err != nil {
+			if h.Err() == nil {
+				h.forgetProtected(parent, prefix)
+			}
+			return "", err
+		}
+		if p != "" {
+			return p, nil
+		}
+	}
+}
+
+// recoverProtected looks under parent for the node whose name starts with
+// prefix. It returns the path of the node if it is owned by h's session, ""
+// if there is none (any stranger with the prefix is deleted).
+func (h Handle) recoverProtected(ctx context.Context, parent, prefix string) (string, error) {
+	var children []string
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		children, _, err = c.Children(parent)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, child := range children {
+		if !strings.HasPrefix(child, prefix) {
+			continue
+		}
+		p := parent + "/" + child
+		var st *zk.Stat
+		err := h.Do(ctx, func(c *zk.Conn) (err error) {
+			_, st, err = c.Get(p)
+			return err
+		})
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			continue
+		case err != nil:
+			return "", err
+		case st.EphemeralOwner != h.ID():
+			h.Delete(p)
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			h.Delete(p)
+			return "", err
+		}
+		return p, nil
+	}
+	return "", nil
+}
+
+// createParents creates p and any missing ancestor as CONTAINER nodes.
+func (h Handle) createParents(ctx context.Context, p string) error {
+	err := h.Do(ctx, func(c *zk.Conn) error {
+		_, err := c.CreateContainer(p, nil, zk.FlagContainer, h.s.cfg.acl)
+		return err
+	})
+	switch {
+	case err == nil, errors.Is(err, zk.ErrNodeExists):
+		return nil
+	case errors.Is(err, zk.ErrNoNode):
+		if err := h.createParents(ctx, parentOf(p)); err != nil {
+			return err
+		}
+		return h.createParents(ctx, p)
+	case errors.Is(err, ErrSessionLost), errors.Is(err, ErrClosed), ctx.Err() != nil:
+		return err
+	}
+	return fmt.Errorf("zkconn: create parent %s: %w", p, err)
+}

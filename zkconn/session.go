@@ -1,0 +1,374 @@
+package zkconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A Session carries one ZooKeeper session at a time for any number of
+// goroutines. It owns the underlying *zk.Conn and its event stream, tracks
+// the session's state (see State), and replaces a lost ZooKeeper session with
+// a new one, so that long-lived users keep working across expiries.
+//
+// Work tied to one ZooKeeper session goes through a Handle (see Current).
+//
+// A Session is safe for concurrent use. Its zero value is not usable: make
+// one with Dial, and Close it when done.
+type Session struct {
+	servers []string
+	cfg     config
+
+	closing   chan struct{} // closed by Close
+	closeOnce sync.Once
+	kick      chan struct{} // wakes run to re-read the expiry deadline
+	bg        sync.WaitGroup
+
+	mu       sync.Mutex
+	state    State
+	closed   bool
+	cur      *client       // the zk.Conn in use
+	gen      *generation   // the live ZooKeeper session; nil while none
+	link     chan struct{} // closed when the current connection drops
+	changed  chan struct{} // closed and replaced at every transition
+	expireAt time.Time     // when a suspended session is given up
+	subs     map[*Subscription]struct{}
+}
+
+// client is one *zk.Conn and what the Session knows of it.
+type client struct {
+	conn       *zk.Conn
+	authed     bool // WithDigestAuth credentials accepted (or none set)
+	hasSession bool // the conn's last session event was HasSession
+}
+
+// generation is one ZooKeeper session.
+type generation struct {
+	id    int64
+	c     *client
+	lost  chan struct{} // closed when the session is lost or the Session closed
+	cause error         // why lost was closed; set before closing it
+}
+
+// Dial connects to the ZooKeeper ensemble at servers ("host:port") and
+// returns once a ZooKeeper session is established, or ctx's error (wrapped)
+// if ctx is done first, having released everything it started.
+func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(servers) == 0 {
+		return nil, errors.New("zkconn: no servers")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{
+		servers: append([]string(nil), servers...),
+		cfg:     cfg,
+		closing: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		link:    closedChan(),
+		changed: make(chan struct{}),
+		subs:    make(map[*Subscription]struct{}),
+	}
+	s.mu.Lock()
+	s.cur, err = s.newClientLocked()
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	s.bg.Add(1)
+	go s.run()
+	if _, err := s.Current(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
+	}
+	return s, nil
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// newClientLocked starts a new *zk.Conn. go-zookeeper calls onEvent from its
+// own goroutine, which takes s.mu: holding it here orders those calls after
+// the assignment of c.conn.
+func (s *Session) newClientLocked() (*client, error) {
+	c := &client{authed: s.cfg.authScheme == ""}
+	conn, _, err := zk.Connect(s.servers, s.cfg.sessionTimeout,
+		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
+		zk.WithDialer(s.cfg.dialer),
+		zk.WithLogger(zkLogger{s.cfg.logger}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("zkconn: %w", err)
+	}
+	c.conn = conn
+	return c, nil
+}
+
+// onEvent runs on go-zookeeper's goroutine for every event of c and must not
+// block: it only updates state under s.mu.
+func (s *Session) onEvent(c *client, ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.cur != c {
+		return
+	}
+	switch ev.State {
+	case zk.StateHasSession:
+		c.hasSession = true
+		if c.authed {
+			s.upLocked(c)
+		}
+	case zk.StateDisconnected:
+		c.hasSession = false
+		s.suspendLocked()
+	case zk.StateExpired:
+		c.hasSession = false
+		s.loseLocked(fmt.Errorf("%w: %w", ErrSessionLost, zk.ErrSessionExpired))
+	case zk.StateAuthFailed:
+		s.cfg.logger.Error("zkconn: authentication failed", "server", ev.Server)
+	}
+}
+
+// upLocked records that c's session is usable: the same session back after a
+// suspension, or a new one.
+func (s *Session) upLocked(c *client) {
+	id := c.conn.SessionID()
+	if s.gen != nil && (s.gen.c != c || s.gen.id != id) {
+		s.loseLocked(fmt.Errorf("%w: replaced by session %#x", ErrSessionLost, id))
+	}
+	s.link = make(chan struct{})
+	s.expireAt = time.Time{}
+	if s.gen != nil {
+		s.setStateLocked(StateReconnected, 0)
+		return
+	}
+	s.gen = &generation{id: id, c: c, lost: make(chan struct{})}
+	s.setStateLocked(StateConnected, 0)
+}
+
+func (s *Session) suspendLocked() {
+	if !s.state.connected() {
+		return
+	}
+	close(s.link)
+	s.expireAt = time.Now().Add(s.cfg.sessionTimeout)
+	s.setStateLocked(StateSuspended, 0)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loseLocked ends the current ZooKeeper session, if any, with cause.
+func (s *Session) loseLocked(cause error) {
+	s.expireAt = time.Time{}
+	g := s.gen
+	if g == nil {
+		return
+	}
+	s.gen = nil
+	g.cause = cause
+	close(g.lost)
+	select {
+	case <-s.link:
+	default:
+		close(s.link)
+	}
+	if !s.closed {
+		s.setStateLocked(StateLost, g.id)
+	}
+}
+
+// eventLocked describes state st of the current session.
+func (s *Session) eventLocked(st State) Event {
+	ev := Event{State: st, Time: time.Now()}
+	if s.gen != nil {
+		ev.SessionID = s.gen.id
+	}
+	return ev
+}
+
+// setStateLocked moves to st and tells every subscriber. For StateLost, id
+// names the session lost; otherwise it is ignored.
+func (s *Session) setStateLocked(st State, id int64) {
+	ev := s.eventLocked(st)
+	if st == StateLost {
+		ev.SessionID = id
+	}
+	s.state = st
+	close(s.changed)
+	s.changed = make(chan struct{})
+	for sub := range s.subs {
+		sub.push(ev)
+	}
+	level := slog.LevelDebug
+	if st == StateSuspended || st == StateLost {
+		level = slog.LevelWarn
+	}
+	s.cfg.logger.Log(context.Background(), level, "zkconn: session "+st.String(), "session", fmt.Sprintf("%#x", ev.SessionID))
+}
+
+// run authenticates new connections and gives up a session that has been
+// suspended for longer than the session timeout, replacing its *zk.Conn so
+// the client cannot quietly resume it later.
+func (s *Session) run() {
+	defer s.bg.Done()
+	for {
+		s.mu.Lock()
+		c, at := s.cur, s.expireAt
+		s.mu.Unlock()
+		if !c.authed {
+			s.authenticate(c)
+			continue
+		}
+		var fire <-chan time.Time
+		t := time.NewTimer(time.Until(at))
+		if !at.IsZero() {
+			fire = t.C
+		}
+		select {
+		case <-s.kick:
+		case <-fire:
+			s.giveUp(c)
+		case <-s.closing:
+			t.Stop()
+			return
+		}
+		t.Stop()
+	}
+}
+
+// authenticate sends the digest credentials on c, retrying until they are
+// accepted or the Session closes, then reports c's session if it is up.
+func (s *Session) authenticate(c *client) {
+	for {
+		err := c.conn.AddAuth(s.cfg.authScheme, s.cfg.auth)
+		if err == nil {
+			s.mu.Lock()
+			c.authed = true
+			if c.hasSession && s.cur == c && !s.closed {
+				s.upLocked(c)
+			}
+			s.mu.Unlock()
+			return
+		}
+		s.cfg.logger.Warn("zkconn: adding credentials failed", "err", err)
+		select {
+		case <-s.closing:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// giveUp declares c's session lost once it has stayed suspended past the
+// session timeout, and starts over on a new *zk.Conn.
+func (s *Session) giveUp(c *client) {
+	s.mu.Lock()
+	if s.closed || s.cur != c || s.state != StateSuspended || time.Now().Before(s.expireAt) {
+		s.mu.Unlock()
+		return
+	}
+	s.loseLocked(fmt.Errorf("%w: disconnected for longer than the session timeout (%v)", ErrSessionLost, s.cfg.sessionTimeout))
+	next, err := s.newClientLocked()
+	if err == nil {
+		s.cur = next
+	}
+	s.mu.Unlock()
+	if err != nil {
+		// The server list did not resolve: keep the old connection trying.
+		s.cfg.logger.Error("zkconn: cannot start a new connection", "err", err)
+		return
+	}
+	c.conn.Close()
+}
+
+// Current returns a Handle on the live ZooKeeper session, waiting while
+// there is none (suspended, or lost and not yet replaced). On failure it
+// returns ctx's error, or ErrClosed once the Session is closed. A ctx already
+// done fails at once.
+func (s *Session) Current(ctx context.Context) (Handle, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return Handle{}, err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return Handle{}, ErrClosed
+		}
+		if s.gen != nil && s.state.connected() {
+			h := Handle{s: s, gen: s.gen, link: s.link}
+			s.mu.Unlock()
+			return h, nil
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// State returns the Session's state now.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// SessionTimeout returns the session timeout the Session asks for.
+func (s *Session) SessionTimeout() time.Duration { return s.cfg.sessionTimeout }
+
+// ACL returns the ACL the Session gives the nodes it creates.
+func (s *Session) ACL() []zk.ACL { return s.cfg.acl }
+
+func (s *Session) isClosing() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close ends the ZooKeeper session (the server deletes its ephemeral nodes),
+// wakes every waiter with ErrClosed, and returns once every goroutine the
+// Session started has ended. It is idempotent and always returns nil.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.loseLocked(ErrClosed)
+		s.setStateLocked(StateClosed, 0)
+		close(s.closing)
+		c := s.cur
+		s.mu.Unlock()
+		c.conn.Close()
+		s.bg.Wait()
+	})
+	return nil
+}
+
+// zkLogger routes go-zookeeper's log lines into slog at Debug.
+type zkLogger struct{ l *slog.Logger }
+
+func (z zkLogger) Printf(format string, args ...any) {
+	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,538 @@
+package zkconn
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// dial connects to addrs and closes the Session when the test ends.
+func dial(t *testing.T, addrs []string, opts ...Option) *Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Dial(ctx, addrs, opts...)
+	if err != nil {
+		t.Fatalf("Dial(%v) = %v", addrs, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// current returns a Handle on s's live session.
+func current(t *testing.T, s *Session) Handle {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := s.Current(ctx)
+	if err != nil {
+		t.Fatalf("Current() = %v", err)
+	}
+	return h
+}
+
+// await reads sub until a transition to want arrives and returns it. It
+// fails the test if within d none does.
+func await(t *testing.T, sub *Subscription, want State, d time.Duration) Event {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case ev, ok := <-sub.C():
+			if !ok {
+				t.Fatalf("subscription closed while waiting for %v", want)
+			}
+			if ev.State == want {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %v within %v", want, d)
+		}
+	}
+}
+
+// testRoot returns a path unique to the test.
+func testRoot(t *testing.T) string {
+	return "/zkconn-test/" + strings.ReplaceAll(t.Name(), "/", "_")
+}
+
+func TestDialClose(t *testing.T) {
+	s := dial(t, []string{shared.Addr()})
+	if got := s.State(); got != StateConnected {
+		t.Fatalf("State() = %v; want %v", got, StateConnected)
+	}
+	h := current(t, s)
+	if h.ID() == 0 {
+		t.Fatal("ID() = 0; want a session id")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close() = %v", err)
+	}
+	if got := s.State(); got != StateClosed {
+		t.Fatalf("State() after Close = %v; want %v", got, StateClosed)
+	}
+	select {
+	case <-h.Lost():
+	default:
+		t.Fatal("Lost() not closed after Close")
+	}
+	if _, err := s.Current(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Current() after Close = %v; want ErrClosed", err)
+	}
+	if err := h.Do(context.Background(), func(c *zk.Conn) error { _, _, err := c.Get("/"); return err }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Do() after Close = %v; want ErrClosed", err)
+	}
+	sub := s.Subscribe()
+	if ev := <-sub.C(); ev.State != StateClosed {
+		t.Fatalf("Subscribe() after Close first gave %v; want %v", ev.State, StateClosed)
+	}
+	sub.Stop()
+}
+
+func TestDialNothing(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	s, err := Dial(ctx, []string{addr})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Dial(nothing) = %v, %v; want context.DeadlineExceeded", s, err)
+	}
+
+	done, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if _, err := Dial(done, []string{shared.Addr()}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Dial(canceled ctx) = %v; want context.Canceled", err)
+	}
+}
+
+func TestDialBadOptions(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		servers []string
+		opts    []Option
+	}{
+		{"no servers", nil, nil},
+		{"zero timeout", []string{shared.Addr()}, []Option{WithSessionTimeout(0)}},
+		{"nil logger", []string{shared.Addr()}, []Option{WithLogger(nil)}},
+		{"empty ACL", []string{shared.Addr()}, []Option{WithACL()}},
+		{"nil dialer", []string{shared.Addr()}, []Option{WithDialer(nil)}},
+	} {
+		if s, err := Dial(ctx, tc.servers, tc.opts...); err == nil {
+			s.Close()
+			t.Errorf("Dial with %s succeeded; want an error", tc.name)
+		}
+	}
+}
+
+// TestStatesThroughProxy walks the Session through every state by cutting and
+// partitioning its connection, and logs how long each took to be seen.
+func TestStatesThroughProxy(t *testing.T) {
+	srv := zktest.Start(t)
+	p := zktest.NewProxy(t, srv.Addr())
+	const timeout = 2 * time.Second
+	s := dial(t, []string{p.Addr()}, WithSessionTimeout(timeout))
+	sub := s.Subscribe()
+	defer sub.Stop()
+	first := await(t, sub, StateConnected, time.Second)
+	h := current(t, s)
+
+	// A cut connection is seen at once; the same session comes back.
+	start := time.Now()
+	p.Cut()
+	await(t, sub, StateSuspended, 5*time.Second)
+	t.Logf("cut: suspended seen after %v", time.Since(start))
+	select {
+	case <-h.Suspended():
+	default:
+		t.Fatal("Suspended() not closed after a cut")
+	}
+	ev := await(t, sub, StateReconnected, 10*time.Second)
+	t.Logf("cut: reconnected after %v", time.Since(start))
+	if ev.SessionID != first.SessionID || h.Err() != nil {
+		t.Fatalf("after a cut: session %#x (err %v); want %#x alive", ev.SessionID, h.Err(), first.SessionID)
+	}
+
+	// A partition is seen only by timeout; past the session timeout the
+	// session is lost, and a new one follows once the partition heals.
+	h = current(t, s)
+	start = time.Now()
+	p.BlackHole()
+	await(t, sub, StateSuspended, 3*timeout)
+	suspendedAfter := time.Since(start)
+	lost := await(t, sub, StateLost, 3*timeout)
+	lostAfter := time.Since(start)
+	t.Logf("black hole: suspended seen after %v, lost after %v (session timeout %v)", suspendedAfter, lostAfter, timeout)
+	if lost.SessionID != first.SessionID {
+		t.Fatalf("lost session %#x; want %#x", lost.SessionID, first.SessionID)
+	}
+	if !errors.Is(h.Err(), ErrSessionLost) {
+		t.Fatalf("Err() after loss = %v; want ErrSessionLost", h.Err())
+	}
+	p.Heal()
+	next := await(t, sub, StateConnected, 20*time.Second)
+	if next.SessionID == first.SessionID || next.SessionID == 0 {
+		t.Fatalf("new session %#x; want a fresh one after %#x", next.SessionID, first.SessionID)
+	}
+	if h2 := current(t, s); h2.ID() != next.SessionID {
+		t.Fatalf("Current().ID() = %#x; want %#x", h2.ID(), next.SessionID)
+	}
+}
+
+// TestExpiredByServer: the server expires the session while the client is
+// cut off (it grants less than the client asked for, so the client's own
+// give-up timer is far away), and says so when the client comes back.
+func TestExpiredByServer(t *testing.T) {
+	srv := zktest.Start(t, zktest.WithMaxSessionTimeout(2*time.Second))
+	p := zktest.NewProxy(t, srv.Addr())
+	s := dial(t, []string{p.Addr()}, WithSessionTimeout(time.Minute))
+	sub := s.Subscribe()
+	defer sub.Stop()
+	first := await(t, sub, StateConnected, time.Second)
+	h := current(t, s)
+	ctx := context.Background()
+	node, err := h.CreateProtected(ctx, testRoot(t), "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	observer := current(t, dial(t, []string{srv.Addr()}))
+	_, _, watch, err := observer.Conn().ExistsW(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.BlackHole()
+	await(t, sub, StateSuspended, 10*time.Second)
+	if ev, err := observer.Wait(ctx, watch); err != nil || ev.Type != zk.EventNodeDeleted {
+		t.Fatalf("watch = %v, %v; want the node deleted by the server's expiry", ev.Type, err)
+	}
+	if h.Err() != nil {
+		t.Fatalf("lost before the server said so: %v", h.Err())
+	}
+	p.Heal()
+	await(t, sub, StateLost, 30*time.Second)
+	if !errors.Is(h.Err(), ErrSessionLost) || !errors.Is(h.Err(), zk.ErrSessionExpired) {
+		t.Fatalf("Err() = %v; want ErrSessionLost wrapping zk.ErrSessionExpired", h.Err())
+	}
+	next := await(t, sub, StateConnected, 30*time.Second)
+	if next.SessionID == first.SessionID {
+		t.Fatalf("no new session after expiry")
+	}
+}
+
+// TestSlowSubscriber: one subscriber that never reads does not hold up the
+// others, and loses nothing while the Session is open.
+func TestSlowSubscriber(t *testing.T) {
+	srv := zktest.Start(t)
+	p := zktest.NewProxy(t, srv.Addr())
+	s := dial(t, []string{p.Addr()}, WithSessionTimeout(10*time.Second))
+	stuck := s.Subscribe()
+	defer stuck.Stop()
+	subs := make([]*Subscription, 8)
+	for i := range subs {
+		subs[i] = s.Subscribe()
+		defer subs[i].Stop()
+		await(t, subs[i], StateConnected, time.Second)
+	}
+	const cuts = 20 // 40 transitions: more than the channel buffers
+	for i := 0; i < cuts; i++ {
+		p.Cut()
+		for _, sub := range subs {
+			await(t, sub, StateSuspended, 10*time.Second)
+			await(t, sub, StateReconnected, 10*time.Second)
+		}
+	}
+	// Now the stuck subscriber reads: every transition is there, in order.
+	want := []State{StateConnected}
+	for i := 0; i < cuts; i++ {
+		want = append(want, StateSuspended, StateReconnected)
+	}
+	for i, w := range want {
+		select {
+		case ev := <-stuck.C():
+			if ev.State != w {
+				t.Fatalf("stuck subscriber event %d = %v; want %v", i, ev.State, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("stuck subscriber: event %d (%v) missing", i, w)
+		}
+	}
+}
+
+func TestCreateProtected(t *testing.T) {
+	s := dial(t, []string{shared.Addr()})
+	h := current(t, s)
+	ctx := context.Background()
+	root := testRoot(t) + "/deep/parent"
+	p, err := h.CreateProtected(ctx, root, "lock-", []byte("data"))
+	if err != nil {
+		t.Fatalf("CreateProtected = %v", err)
+	}
+	name := p[strings.LastIndexByte(p, '/')+1:]
+	uuid, rest, ok := ParseProtected(name)
+	if !ok || len(uuid) != 36 || !strings.HasPrefix(rest, "lock-") || len(rest) != len("lock-")+10 {
+		t.Fatalf("created %q; want _c_<uuid>-lock-<10 digits>", name)
+	}
+	data, st, err := h.Conn().Get(p)
+	if err != nil || string(data) != "data" || st.EphemeralOwner != h.ID() {
+		t.Fatalf("Get(%s) = %q, owner %#x, %v; want data owned by %#x", p, data, st.EphemeralOwner, err, h.ID())
+	}
+	<-h.Delete(p)
+	if ok, _, _ := h.Conn().Exists(p); ok {
+		t.Fatalf("%s still exists after Delete", p)
+	}
+
+	for _, bad := range []struct{ parent, name string }{
+		{"relative", "lock-"}, {root + "/", "lock-"}, {root, ""}, {root, "a/b"}, {root, "x\x00"},
+	} {
+		if _, err := h.CreateProtected(ctx, bad.parent, bad.name, nil); !errors.Is(err, ErrBadPath) {
+			t.Errorf("CreateProtected(%q, %q) = %v; want ErrBadPath", bad.parent, bad.name, err)
+		}
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := h.CreateProtected(canceled, root, "lock-", nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("CreateProtected(canceled) = %v; want context.Canceled", err)
+	}
+	if kids, _, _ := h.Conn().Children(root); len(kids) != 0 {
+		t.Fatalf("children left: %v", kids)
+	}
+}
+
+// TestContainerParents: the parents CreateProtected makes are CONTAINER
+// nodes, which the server removes once their last child is gone.
+func TestContainerParents(t *testing.T) {
+	srv := zktest.Start(t, zktest.WithSystemProperty("znode.container.checkIntervalMs", "100"))
+	h := current(t, dial(t, []string{srv.Addr()}))
+	ctx := context.Background()
+	parent := testRoot(t) + "/locks"
+	p, err := h.CreateProtected(ctx, parent, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, _, watch, err := h.Conn().ExistsW(parent)
+	if err != nil || !ok {
+		t.Fatalf("ExistsW(%s) = %v, %v", parent, ok, err)
+	}
+	<-h.Delete(p)
+	if ev, err := h.Wait(ctx, watch); err != nil || ev.Type != zk.EventNodeDeleted {
+		t.Fatalf("parent watch = %v, %v; want the empty container removed", ev.Type, err)
+	}
+}
+
+// TestRecoverProtectedStranger: a node with our prefix that another session
+// owns is deleted, not adopted.
+func TestRecoverProtectedStranger(t *testing.T) {
+	a := current(t, dial(t, []string{shared.Addr()}))
+	b := current(t, dial(t, []string{shared.Addr()}))
+	ctx := context.Background()
+	root := testRoot(t)
+	prefix := ProtectedPrefix + newUUID() + "-"
+	if err := a.createParents(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := b.Conn().Create(root+"/"+prefix+"lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.recoverProtected(ctx, root, prefix)
+	if err != nil || got != "" {
+		t.Fatalf("recoverProtected = %q, %v; want \"\", nil", got, err)
+	}
+	if ok, _, _ := a.Conn().Exists(stranger); ok {
+		t.Fatalf("stranger %s not deleted", stranger)
+	}
+	mine, err := a.Conn().Create(root+"/"+prefix+"lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.recoverProtected(ctx, root, prefix); err != nil || got != mine {
+		t.Fatalf("recoverProtected = %q, %v; want %q", got, err, mine)
+	}
+}
+
+// TestCreateProtectedReplyLost: the create reaches the server but its reply
+// never comes back; after the reconnect the node is found and kept, and no
+// second node is made.
+func TestCreateProtectedReplyLost(t *testing.T) {
+	srv := zktest.Start(t)
+	p := zktest.NewProxy(t, srv.Addr())
+	s := dial(t, []string{p.Addr()}, WithSessionTimeout(10*time.Second))
+	h := current(t, s)
+	observer := current(t, dial(t, []string{srv.Addr()}))
+	ctx := context.Background()
+	root := testRoot(t)
+	if err := h.createParents(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	_, _, watch, err := observer.Conn().ChildrenW(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.DropReplies()
+	type result struct {
+		path string
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		path, err := h.CreateProtected(ctx, root, "lock-", nil)
+		res <- result{path, err}
+	}()
+	if _, err := observer.Wait(ctx, watch); err != nil { // the node exists now
+		t.Fatal(err)
+	}
+	p.Cut()
+	p.Heal()
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("CreateProtected = %v", r.err)
+	}
+	kids, _, err := observer.Conn().Children(root)
+	if err != nil || len(kids) != 1 || root+"/"+kids[0] != r.path {
+		t.Fatalf("children %v, %v; want exactly %s", kids, err, r.path)
+	}
+}
+
+// TestGuaranteedDelete: a delete asked for while the connection is down
+// happens once it is back.
+func TestGuaranteedDelete(t *testing.T) {
+	srv := zktest.Start(t)
+	p := zktest.NewProxy(t, srv.Addr())
+	s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
+	sub := s.Subscribe()
+	defer sub.Stop()
+	h := current(t, s)
+	observer := current(t, dial(t, []string{srv.Addr()}))
+	ctx := context.Background()
+	node, err := h.CreateProtected(ctx, testRoot(t), "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.BlackHole()
+	p.Cut()
+	await(t, sub, StateSuspended, 10*time.Second)
+	done := h.Delete(node)
+	select {
+	case <-done:
+		t.Fatal("Delete finished while disconnected")
+	default:
+	}
+	ok, _, watch, err := observer.Conn().ExistsW(node)
+	if err != nil || !ok {
+		t.Fatalf("node gone before the connection came back: %v, %v", ok, err)
+	}
+	p.Heal()
+	if ev, err := observer.Wait(ctx, watch); err != nil || ev.Type != zk.EventNodeDeleted {
+		t.Fatalf("watch = %v, %v; want %v", ev.Type, err, zk.EventNodeDeleted)
+	}
+	<-done
+	if h.Err() != nil {
+		t.Fatalf("session lost: %v", h.Err())
+	}
+}
+
+// TestCloseWhileBusy: Close wakes requests and waits in flight, and leaves no
+// goroutine behind (TestMain checks).
+func TestCloseWhileBusy(t *testing.T) {
+	s := dial(t, []string{shared.Addr()})
+	h := current(t, s)
+	ctx := context.Background()
+	root := testRoot(t)
+	node, err := h.CreateProtected(ctx, root, "w-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 4; i++ {
+		wg.Add(2)
+		go func() { // a waiter on a watch that never fires
+			defer wg.Done()
+			var w <-chan zk.Event
+			err := h.Do(ctx, func(c *zk.Conn) (err error) {
+				_, _, w, err = c.GetW(node)
+				return err
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			_, err = h.Wait(ctx, w)
+			errs <- err
+		}()
+		go func() { // a stream of requests
+			defer wg.Done()
+			for {
+				if _, err := h.CreateProtected(ctx, root, "r-", nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	if _, err := h.CreateProtected(ctx, root, "sync-", nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("in flight at Close: %v; want ErrClosed", err)
+		}
+	}
+}
+
+// TestEnsembleLeaderLoss: the Session keeps its session while the leader of
+// a 3-server ensemble goes away.
+func TestEnsembleLeaderLoss(t *testing.T) {
+	e := zktest.StartEnsemble(t, 3)
+	s := dial(t, e.Addrs(), WithSessionTimeout(10*time.Second))
+	h := current(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	node, err := h.CreateProtected(ctx, testRoot(t), "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, err := e.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Server(leader).Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WaitQuorum(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var st *zk.Stat
+	err = h.Do(ctx, func(c *zk.Conn) (err error) {
+		_, st, err = c.Get(node)
+		return err
+	})
+	if err != nil || st.EphemeralOwner != h.ID() {
+		t.Fatalf("after leader loss: Get(%s) = %v; want the node of session %#x", node, err, h.ID())
+	}
+	if h.Err() != nil {
+		t.Fatalf("session lost with the leader: %v", h.Err())
+	}
+	if _, err := h.CreateProtected(ctx, testRoot(t), "lock-", nil); err != nil {
+		t.Fatalf("create after leader loss: %v", err)
+	}
+}

@@ -1,0 +1,100 @@
+// Package zktest starts real Apache ZooKeeper servers for tests, as
+// net/http/httptest starts HTTP servers, and as Curator's TestingServer and
+// TestingCluster do for Java. dsync's behaviour is tested against the real
+// thing, never a fake: a Server is one ZooKeeper process, an Ensemble is a
+// quorum of them, and a Proxy sits between a client and a server to cut or
+// partition the network.
+//
+// # What it needs
+//
+// Java and ZooKeeper. By default zktest runs Debian's ZooKeeper 3.8
+// (apt-get install zookeeper default-jdk-headless) with java from
+// $JAVA_HOME/bin or $PATH; set DSYNC_ZOOKEEPER_CLASSPATH (see EnvClasspath)
+// to run another installation. When something is missing, Start and
+// StartEnsemble fail the test (they never skip it) with a message that says
+// what to install, and StartServer returns an error wrapping ErrNotInstalled.
+// zktest runs on Linux and, without the guarantee that no server outlives its
+// test binary, on other Unix systems.
+//
+// # A server per test
+//
+// Start returns a server that serves, on a free port of 127.0.0.1, with its
+// files in t.TempDir; the test's cleanup stops it, and prints its log if the
+// test failed:
+//
+//	func TestCreate(t *testing.T) {
+//		srv := zktest.Start(t)
+//		conn, _, err := zk.Connect([]string{srv.Addr()}, 4*time.Second)
+//		...
+//	}
+//
+// # A server per package
+//
+// A JVM takes a second or so to start, too long to pay in every test. To
+// share one server among the tests of a package, start it in TestMain with
+// StartServer, run the tests, then Close it before exiting:
+//
+//	var zkAddr string
+//
+//	func TestMain(m *testing.M) {
+//		srv, err := zktest.StartServer()
+//		if err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			os.Exit(1)
+//		}
+//		zkAddr = srv.Addr()
+//		code := m.Run()
+//		if err := srv.Close(); err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			code = 1
+//		}
+//		if code == 0 {
+//			if err := goleak.Find(); err != nil { // goleak.VerifyTestMain would run m.Run itself
+//				fmt.Fprintln(os.Stderr, err)
+//				code = 1
+//			}
+//		}
+//		os.Exit(code)
+//	}
+//
+// Tests that share a server share its tree: give each test its own root (for
+// example "/" + t.Name()), and leave stopping and pausing to tests that start
+// their own server.
+//
+// # Failures on demand
+//
+// Server.Stop and Server.Restart crash and recover a server with its data;
+// Server.Pause and Server.Resume freeze it (SIGSTOP, SIGCONT) like a long
+// garbage-collection pause, so that clients time out on a connection that
+// stays open. StartEnsemble runs a quorum whose members fail the same way
+// (Ensemble.Server), and whose leader and health Ensemble.Leader and
+// Ensemble.WaitQuorum observe. A Proxy forwards a client's connections to a
+// server and can Cut them (the client sees them close), BlackHole them (a
+// partition: nothing passes and nobody is told) and Heal.
+//
+// Server.Command sends any four-letter word, and Server.Mntr and Server.Mode
+// parse the two that tests need most: the server's metrics, such as request
+// counts for benchmarks, and its role.
+//
+// # The servers
+//
+// Every server listens on 127.0.0.1 only: clients on a free port, ensemble
+// members also on two peer ports; nothing else (no AdminServer, no remote
+// JMX). Its configuration is made for tests: a tick of 200ms, session
+// timeouts from 400ms to 30s (see the options), no limit on connections per
+// client address, all four-letter words enabled, and no fsync, which keeps
+// data safe against a killed process but not against a power cut. The JVM is
+// kept small and quick to start (a 192MB heap, the serial collector, only the
+// quick JIT tier). The server log goes to zookeeper.log in the server's
+// directory, never to the test's output; Server.Log returns it.
+//
+// # Goroutines
+//
+// A started server has one goroutine, which waits for its JVM; a Proxy has
+// one that accepts and one or two per connection. Stop and Close wait for
+// them, so a test that closes what it starts (the cleanups of Start,
+// StartEnsemble and NewProxy do) leaves no goroutine behind for goleak to
+// find. On Linux the kernel kills a server's JVM when the process that
+// started it dies, so a test binary killed by its timeout leaves no server
+// running.
+package zktest

@@ -1,0 +1,112 @@
+package zktest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := newConfig(nil)
+	if err != nil {
+		t.Fatalf("newConfig() error: %v", err)
+	}
+	if c.tickTime != 200*time.Millisecond || c.minSessionTimeout != 400*time.Millisecond || c.maxSessionTimeout != 30*time.Second {
+		t.Errorf("defaults = %v/%v/%v; want 200ms/400ms/30s", c.tickTime, c.minSessionTimeout, c.maxSessionTimeout)
+	}
+}
+
+func TestConfigInvalid(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []Option
+	}{
+		{"zero tick", []Option{WithTickTime(0)}},
+		{"sub-millisecond tick", []Option{WithTickTime(time.Microsecond)}},
+		{"zero min session timeout", []Option{WithMinSessionTimeout(0)}},
+		{"max below min", []Option{WithMinSessionTimeout(2 * time.Second), WithMaxSessionTimeout(time.Second)}},
+		{"empty property key", []Option{WithSystemProperty("", "x")}},
+		{"property key with =", []Option{WithSystemProperty("a=b", "x")}},
+		{"property key with space", []Option{WithSystemProperty("a b", "x")}},
+		{"property value with NUL", []Option{WithSystemProperty("a", "x\x00")}},
+	} {
+		if _, err := newConfig(tt.opts); err == nil {
+			t.Errorf("%s: newConfig() error = nil; want an error", tt.name)
+		}
+	}
+	// Invalid options fail StartServer before anything starts.
+	if s, err := StartServer(WithTickTime(-time.Second)); err == nil {
+		s.Close()
+		t.Errorf("StartServer(WithTickTime(-1s)) error = nil; want an error")
+	}
+}
+
+func TestZooCfg(t *testing.T) {
+	c, err := newConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	standalone := c.zooCfg(&layout{dir: "/x", clientPort: 12345})
+	for _, want := range []string{
+		"tickTime=200\n",
+		"minSessionTimeout=400\n",
+		"maxSessionTimeout=30000\n",
+		"dataDir=/x/data\n",
+		"clientPort=12345\n",
+		"clientPortAddress=127.0.0.1\n",
+		"4lw.commands.whitelist=*\n",
+		"admin.enableServer=false\n",
+		"standaloneEnabled=true\n",
+	} {
+		if !strings.Contains(standalone, want) {
+			t.Errorf("standalone zoo.cfg lacks %q:\n%s", want, standalone)
+		}
+	}
+	if strings.Contains(standalone, "server.") {
+		t.Errorf("standalone zoo.cfg lists servers:\n%s", standalone)
+	}
+
+	members := []member{{1, 2001, 2002}, {2, 2004, 2005}, {3, 2007, 2008}}
+	member2 := c.zooCfg(&layout{dir: "/y", clientPort: 2003, id: 2, members: members})
+	for _, want := range []string{
+		"standaloneEnabled=false\n",
+		"initLimit=100\n", // 20s of 200ms ticks
+		"syncLimit=25\n",  // 5s
+		"server.1=127.0.0.1:2001:2002\n",
+		"server.2=127.0.0.1:2004:2005\n",
+		"server.3=127.0.0.1:2007:2008\n",
+	} {
+		if !strings.Contains(member2, want) {
+			t.Errorf("member zoo.cfg lacks %q:\n%s", want, member2)
+		}
+	}
+}
+
+func TestJVMArgs(t *testing.T) {
+	c, err := newConfig([]Option{
+		WithSystemProperty("zookeeper.forceSync", "yes"),
+		WithSystemProperty("my.prop", "1"),
+		WithSystemProperty("my.prop", "2"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := c.jvmArgs(&layout{dir: "/z"}, "/cp.jar")
+	joined := strings.Join(args, " ")
+	for _, want := range []string{
+		"-Xmx192m",
+		"-Dzookeeper.forceSync=yes", // overrides the default
+		"-Dmy.prop=2",
+		"-Dlog4j.configuration=file:/z/log4j.properties",
+		"-cp /cp.jar " + mainClass + " /z/zoo.cfg",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("jvmArgs() lacks %q: %s", want, joined)
+		}
+	}
+	for _, unwanted := range []string{"-Dzookeeper.forceSync=no", "-Dmy.prop=1", "jmxremote"} {
+		if strings.Contains(joined, unwanted) {
+			t.Errorf("jvmArgs() has %q: %s", unwanted, joined)
+		}
+	}
+}
