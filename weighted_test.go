@@ -292,7 +292,7 @@ func TestWeightedCount(t *testing.T) {
 	got := make(chan error, 1)
 	go func() { got <- b.Acquire(ctx, 1) }()
 	obs := observer(t, shared.Addr())
-	awaitChildren(t, obs, path+"/leases", 2) // b waits, its lease node counted
+	awaitChildren(t, obs, path+"/leases", 2)  // b waits, its lease node counted
 	if err := count.Set(ctx, 2); err != nil { // raising wakes it
 		t.Fatal(err)
 	}
