@@ -27,6 +27,7 @@ type holdKey struct{ owner any }
 // newHold starts watching e for loss. parent gives the hold context its
 // values (not its deadline or cancellation).
 func newHold(parent context.Context, owner any, e entry, policy LossPolicy) *hold {
+	e.h = e.h.Refresh() // a suspension while waiting is over: watch the connection up now
 	hd := &hold{entry: e, count: 1, release: make(chan struct{}), done: make(chan struct{})}
 	ctx := context.WithValue(context.WithoutCancel(parent), holdKey{owner}, hd)
 	hd.ctx, hd.cancel = context.WithCancelCause(ctx)
@@ -49,7 +50,11 @@ func (hd *hold) watch(own <-chan zk.Event, lost <-chan struct{}) {
 				hd.cancel(fmt.Errorf("%w: node %s deleted", ErrLockLost, hd.node))
 				return
 			case zk.EventNotWatching:
-				hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, hd.h.Err()))
+				cause := hd.h.Err()
+				if cause == nil {
+					cause = ev.Err
+				}
+				hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cause))
 				return
 			}
 			// Written to (a revocation request, say): watch again.

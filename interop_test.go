@@ -24,6 +24,26 @@ func appendLine(f *os.File, line string) error {
 	return err
 }
 
+// logLoop takes turns iter times: acquire, log "enter who", pause, log
+// "exit who", release; as the Java side's loop command does.
+func logLoop(ctx context.Context, f *os.File, who string, iter int, acquire func(context.Context) error, release func()) error {
+	for j := 0; j < iter; j++ {
+		if err := acquire(ctx); err != nil {
+			return err
+		}
+		err := appendLine(f, "enter "+who)
+		time.Sleep(time.Duration(j%3) * time.Millisecond)
+		if err == nil {
+			err = appendLine(f, "exit "+who)
+		}
+		release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkLog reads an enter/exit log and fails the test unless every enter is
 // followed by the exit of the same participant, and there are want of them.
 func checkLog(t *testing.T, name string, want int) map[string]int {
@@ -82,25 +102,12 @@ func TestInteropMutexExclusion(t *testing.T) {
 	}
 	for i := 0; i < goSessions; i++ {
 		m := dsync.NewMutex(dial(t, []string{shared.Addr()}), path)
-		who := fmt.Sprintf("go-%d", i)
+		acquire := func(ctx context.Context) error { _, err := m.LockContext(ctx); return err }
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := 0; j < iter; j++ {
-				if _, err := m.LockContext(ctx); err != nil {
-					errs <- err
-					return
-				}
-				err := appendLine(f, "enter "+who)
-				time.Sleep(time.Duration(j%3) * time.Millisecond)
-				if err == nil {
-					err = appendLine(f, "exit "+who)
-				}
-				m.Unlock()
-				if err != nil {
-					errs <- err
-					return
-				}
+			if err := logLoop(ctx, f, fmt.Sprintf("go-%d", i), iter, acquire, m.Unlock); err != nil {
+				errs <- err
 			}
 		}()
 	}

@@ -41,48 +41,46 @@ func (c *critical) check(t *testing.T, want int64) {
 	}
 }
 
-func TestMutexExclusionAcrossSessions(t *testing.T) {
-	const sessions, cycles = 16, 15
-	path := lockPath(t)
+// contend runs cycles of Lock, c.run, Unlock on every locker at once, and
+// checks that no two critical sections overlapped.
+func contend(t *testing.T, lockers []sync.Locker, cycles int) {
+	t.Helper()
 	var c critical
 	var wg sync.WaitGroup
-	for i := 0; i < sessions; i++ {
-		m := dsync.NewMutex(dial(t, []string{shared.Addr()}), path)
+	for _, l := range lockers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := 0; j < cycles; j++ {
-				m.Lock()
+				l.Lock()
 				c.run()
-				m.Unlock()
+				l.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	c.check(t, sessions*cycles)
+	c.check(t, int64(len(lockers)*cycles))
+}
+
+func TestMutexExclusionAcrossSessions(t *testing.T) {
+	path := lockPath(t)
+	var lockers []sync.Locker
+	for i := 0; i < 16; i++ {
+		lockers = append(lockers, dsync.NewMutex(dial(t, []string{shared.Addr()}), path))
+	}
+	contend(t, lockers, 15)
 	if kids := children(t, observer(t, shared.Addr()), path); len(kids) != 0 {
 		t.Fatalf("children left: %v", kids)
 	}
 }
 
 func TestMutexExclusionAcrossGoroutines(t *testing.T) {
-	const goroutines, cycles = 16, 15
 	m := dsync.NewMutex(dial(t, []string{shared.Addr()}), lockPath(t))
-	var c critical
-	var wg sync.WaitGroup
-	for i := 0; i < goroutines; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < cycles; j++ {
-				m.Lock()
-				c.run()
-				m.Unlock()
-			}
-		}()
+	lockers := make([]sync.Locker, 16)
+	for i := range lockers {
+		lockers[i] = m
 	}
-	wg.Wait()
-	c.check(t, goroutines*cycles)
+	contend(t, lockers, 15)
 }
 
 func TestMutexFIFO(t *testing.T) {
@@ -527,43 +525,68 @@ func mustID(t *testing.T, s *zkconn.Session) int64 {
 	return h.ID()
 }
 
+// zkLocker is go-zookeeper's zk.Lock as a sync.Locker for contend.
+type zkLocker struct {
+	t *testing.T
+	l *zk.Lock
+}
+
+func (z zkLocker) Lock() {
+	if err := z.l.Lock(); err != nil {
+		z.t.Error(err)
+	}
+}
+
+func (z zkLocker) Unlock() {
+	if err := z.l.Unlock(); err != nil {
+		z.t.Error(err)
+	}
+}
+
 // TestMutexExcludesZkLock: go-zookeeper's zk.Lock and a dsync Mutex on one
 // path exclude each other.
 func TestMutexExcludesZkLock(t *testing.T) {
-	const cycles = 30
 	path := lockPath(t)
-	var c critical
-	var wg sync.WaitGroup
 	m := dsync.NewMutex(dial(t, []string{shared.Addr()}), path)
 	zl := zk.NewLock(observer(t, shared.Addr()), path, zk.WorldACL(zk.PermAll))
-	errs := make(chan error, cycles)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < cycles; i++ {
-			m.Lock()
-			c.run()
-			m.Unlock()
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for i := 0; i < cycles; i++ {
-			if err := zl.Lock(); err != nil {
-				errs <- err
-				return
-			}
-			c.run()
-			if err := zl.Unlock(); err != nil {
-				errs <- err
-				return
-			}
-		}
-	}()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	contend(t, []sync.Locker{m, zkLocker{t, zl}}, 30)
+}
+
+// TestMutexCutWhileWaiting: a connection cut while waiting, with the same
+// session back, does not cost the hold that follows.
+func TestMutexCutWhileWaiting(t *testing.T) {
+	srv := zktest.Start(t)
+	p := zktest.NewProxy(t, srv.Addr())
+	path := lockPath(t)
+	holder := dsync.NewMutex(dial(t, []string{srv.Addr()}), path)
+	holder.Lock()
+	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
+	sub := s.Subscribe()
+	defer sub.Stop()
+	m := dsync.NewMutex(s, path)
+	type result struct {
+		held context.Context
+		err  error
 	}
-	c.check(t, 2*cycles)
+	got := make(chan result, 1)
+	go func() {
+		held, err := m.LockContext(context.Background())
+		got <- result{held, err}
+	}()
+	awaitChildren(t, observer(t, srv.Addr()), path, 2)
+	p.Cut()
+	for ev := range sub.C() {
+		if ev.State == zkconn.StateReconnected {
+			break
+		}
+	}
+	holder.Unlock()
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.held.Err() != nil {
+		t.Fatalf("hold lost at once: %v", context.Cause(r.held))
+	}
+	m.Unlock()
 }

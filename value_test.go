@@ -23,6 +23,36 @@ func valueCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// valuePath returns a path unique to the test on the shared server, with
+// nothing under it: the persistent nodes of an earlier run (go test -count)
+// are deleted first, and again when the test ends.
+func valuePath(t *testing.T) string {
+	t.Helper()
+	obs := observer(t, shared.Addr())
+	root := lockPath(t)
+	deleteTree(t, obs, root)
+	t.Cleanup(func() { deleteTree(t, obs, root) })
+	return root
+}
+
+// deleteTree deletes p and everything under it.
+func deleteTree(t *testing.T, c *zk.Conn, p string) {
+	t.Helper()
+	kids, _, err := c.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("Children(%s) = %v", p, err)
+	}
+	for _, k := range kids {
+		deleteTree(t, c, p+"/"+k)
+	}
+	if err := c.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatalf("Delete(%s) = %v", p, err)
+	}
+}
+
 // createRaw writes data at path with c, persistent, creating missing
 // parents as plain persistent nodes.
 func createRaw(t *testing.T, c *zk.Conn, path string, data []byte) {
@@ -84,17 +114,16 @@ func TestValueInt32Codec(t *testing.T) {
 }
 
 // TestValueGetCreatesWithSeed: the first Get creates a persistent node
-// holding the seed, under container parents; later Gets (whatever their
-// seed) read what is there.
+// holding the seed; later Gets (whatever their seed) read what is there.
 func TestValueGetCreatesWithSeed(t *testing.T) {
 	ctx := valueCtx(t)
 	sess := dial(t, []string{shared.Addr()})
-	parent := lockPath(t) + "/deep"
-	path := parent + "/count"
+	path := valuePath(t) + "/deep/count"
 	got, err := dsync.NewCount(sess, path, -2).Get(ctx)
 	if err != nil || got != (dsync.Versioned[int32]{Value: -2, Version: 0}) {
 		t.Fatalf("Get() = %+v, %v; want {Value:-2 Version:0}, nil", got, err)
 	}
+	sess.Close() // a persistent node outlives its creator's session
 	obs := observer(t, shared.Addr())
 	data, st, err := obs.Get(path)
 	if err != nil {
@@ -106,12 +135,6 @@ func TestValueGetCreatesWithSeed(t *testing.T) {
 	if st.EphemeralOwner != 0 {
 		t.Errorf("node ephemeralOwner = %#x; want 0 (persistent)", st.EphemeralOwner)
 	}
-	for _, p := range []string{parent, lockPath(t)} {
-		// The server reports containers with ephemeralOwner 0x8000000000000000.
-		if _, pst, err := obs.Get(p); err != nil || uint64(pst.EphemeralOwner) != 1<<63 {
-			t.Errorf("parent %s: ephemeralOwner %#x, %v; want a container", p, pst.EphemeralOwner, err)
-		}
-	}
 
 	other := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 99)
 	got, err = other.Get(ctx)
@@ -120,10 +143,38 @@ func TestValueGetCreatesWithSeed(t *testing.T) {
 	}
 }
 
+// TestValueContainerParents: the missing parents Get creates are CONTAINER
+// nodes: once the value's node is deleted, the server removes them.
+func TestValueContainerParents(t *testing.T) {
+	ctx := valueCtx(t)
+	srv := zktest.Start(t, zktest.WithSystemProperty("znode.container.checkIntervalMs", "100"))
+	root := lockPath(t)
+	path := root + "/deep/count"
+	if _, err := dsync.NewCount(dial(t, []string{srv.Addr()}), path, 1).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	obs := observer(t, srv.Addr())
+	ok, _, watch, err := obs.ExistsW(root)
+	if err != nil || !ok {
+		t.Fatalf("ExistsW(%s) = %v, %v; want it there", root, ok, err)
+	}
+	if err := obs.Delete(path, -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-watch:
+		if ev.Type != zk.EventNodeDeleted {
+			t.Fatalf("watch on %s = %v; want it deleted", root, ev.Type)
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s not removed by the server: not a container", root)
+	}
+}
+
 func TestValueSetGet(t *testing.T) {
 	ctx := valueCtx(t)
 	sess := dial(t, []string{shared.Addr()})
-	path := lockPath(t)
+	path := valuePath(t)
 	c := dsync.NewCount(sess, path, 5)
 	if got, err := c.Get(ctx); err != nil || got.Value != 5 || got.Version != 0 {
 		t.Fatalf("Get() = %+v, %v; want {Value:5 Version:0}", got, err)
@@ -139,7 +190,7 @@ func TestValueSetGet(t *testing.T) {
 	}
 
 	// Set on a missing node creates it with the value, not the seed.
-	s := dsync.NewValue[string](sess, lockPath(t)+"/fresh/string", valueStringCodec{}, "seed")
+	s := dsync.NewValue[string](sess, path+"/fresh/string", valueStringCodec{}, "seed")
 	if err := s.Set(ctx, "hello"); err != nil {
 		t.Fatalf("Set(hello) on a missing node = %v", err)
 	}
@@ -158,7 +209,7 @@ func TestValueSetGet(t *testing.T) {
 // the first write lands; the second learns of the conflict.
 func TestValueCompareAndSet(t *testing.T) {
 	ctx := valueCtx(t)
-	path := lockPath(t)
+	path := valuePath(t)
 	a := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 10)
 	b := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 10)
 	va, err := a.Get(ctx)
@@ -212,7 +263,7 @@ func TestValueCompareAndSet(t *testing.T) {
 // previous one has been seen, so none coalesce.
 func TestValueWatch(t *testing.T) {
 	ctx := valueCtx(t)
-	path := lockPath(t)
+	path := valuePath(t)
 	w := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 100)
 	setter := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 100)
 	want := dsync.Versioned[int32]{Value: 100, Version: 0}
@@ -248,7 +299,7 @@ func TestValueWatch(t *testing.T) {
 // delivered as the latest value.
 func TestValueWatchCoalesces(t *testing.T) {
 	ctx := valueCtx(t)
-	path := lockPath(t)
+	path := valuePath(t)
 	w := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 0)
 	setter := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 0)
 	var seen []dsync.Versioned[int32]
@@ -281,7 +332,7 @@ func TestValueWatchCoalesces(t *testing.T) {
 // TestValueWatchCanceled: canceling the context ends the loop without an
 // error; a context already done yields nothing.
 func TestValueWatchCanceled(t *testing.T) {
-	path := lockPath(t)
+	path := valuePath(t)
 	w := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 1)
 	ctx, cancel := context.WithCancel(valueCtx(t))
 	defer cancel()
@@ -335,7 +386,7 @@ func TestValueWatchCanceled(t *testing.T) {
 // CompareAndSet can repair it.
 func TestValueDecodeError(t *testing.T) {
 	ctx := valueCtx(t)
-	path := lockPath(t)
+	path := valuePath(t)
 	obs := observer(t, shared.Addr())
 	createRaw(t, obs, path, []byte{1, 2, 3})
 	c := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 0)
@@ -388,7 +439,7 @@ func (valueFailingCodec) Decode([]byte) (int32, error) { return 0, nil }
 func TestValueBadInput(t *testing.T) {
 	ctx := valueCtx(t)
 	sess := dial(t, []string{shared.Addr()})
-	good := lockPath(t)
+	good := valuePath(t)
 	for _, tc := range []struct {
 		name string
 		v    *dsync.Count
@@ -538,7 +589,8 @@ func awaitState(t *testing.T, sub *zkconn.Subscription, want zkconn.State) {
 // other's writes on one path.
 func TestCountInteropCurator(t *testing.T) {
 	ctx := valueCtx(t)
-	path := lockPath(t) + "/count"
+	root := valuePath(t)
+	path := root + "/count"
 	lines, err := java.Run(ctx, "count-set", shared.Addr(), path, "42")
 	if err != nil || len(lines) != 1 || lines[0] != "ok" {
 		t.Fatalf("Curator count-set 42 = %q, %v; want ok", lines, err)
@@ -556,11 +608,11 @@ func TestCountInteropCurator(t *testing.T) {
 	}
 
 	// A node dsync creates with its seed is what Curator reads.
-	fresh := dsync.NewCount(dial(t, []string{shared.Addr()}), lockPath(t)+"/seeded/count", 1234)
+	fresh := dsync.NewCount(dial(t, []string{shared.Addr()}), root+"/seeded/count", 1234)
 	if _, err := fresh.Get(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lines, err = java.Run(ctx, "count-get", shared.Addr(), lockPath(t)+"/seeded/count")
+	lines, err = java.Run(ctx, "count-get", shared.Addr(), root+"/seeded/count")
 	if err != nil || len(lines) != 1 || lines[0] != "1234" {
 		t.Fatalf("Curator count-get of a dsync seed = %q, %v; want 1234", lines, err)
 	}

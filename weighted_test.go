@@ -322,22 +322,11 @@ func TestWeightedCount(t *testing.T) {
 
 func TestSemaphoreMutex(t *testing.T) {
 	path := lockPath(t)
-	var c critical
-	var wg sync.WaitGroup
+	var lockers []sync.Locker
 	for i := 0; i < 4; i++ {
-		m := dsync.NewSemaphoreMutex(dial(t, []string{shared.Addr()}), path)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < 10; j++ {
-				m.Lock()
-				c.run()
-				m.Unlock()
-			}
-		}()
+		lockers = append(lockers, dsync.NewSemaphoreMutex(dial(t, []string{shared.Addr()}), path))
 	}
-	wg.Wait()
-	c.check(t, 40)
+	contend(t, lockers, 10)
 
 	m := dsync.NewSemaphoreMutex(dial(t, []string{shared.Addr()}), path)
 	held, err := m.LockContext(context.Background())
@@ -383,25 +372,12 @@ func TestInteropWeighted(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, max)
-		who := fmt.Sprintf("go-%d", i)
+		acquire := func(ctx context.Context) error { return w.Acquire(ctx, 1) }
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := 0; j < iter; j++ {
-				if err := w.Acquire(ctx, 1); err != nil {
-					errs <- err
-					return
-				}
-				err := appendLine(f, "enter "+who)
-				time.Sleep(time.Duration(j%3) * time.Millisecond)
-				if err == nil {
-					err = appendLine(f, "exit "+who)
-				}
-				w.Release(1)
-				if err != nil {
-					errs <- err
-					return
-				}
+			if err := logLoop(ctx, f, fmt.Sprintf("go-%d", i), iter, acquire, func() { w.Release(1) }); err != nil {
+				errs <- err
 			}
 		}()
 	}

@@ -41,6 +41,22 @@ func (h Handle) Lost() <-chan struct{} { return h.gen.lost }
 // It is owned by the Session.
 func (h Handle) Suspended() <-chan struct{} { return h.link }
 
+// Refresh returns h with Suspended tracking the connection that is up now:
+// a holder that waited through a suspension and a reconnect of the same
+// session calls it when its wait ends. If no connection is up (or h's
+// session is lost), the returned Handle's Suspended channel is closed.
+func (h Handle) Refresh() Handle {
+	s := h.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen == h.gen && s.state.connected() {
+		h.link = s.link
+	} else {
+		h.link = closedChan()
+	}
+	return h
+}
+
 // Err returns nil while h's session is alive, else why it is not: an error
 // wrapping ErrSessionLost or ErrClosed.
 func (h Handle) Err() error {
