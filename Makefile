@@ -18,7 +18,7 @@ check_deps = missing=""; \
 	[ -n "$$DSYNC_ZOOKEEPER_CLASSPATH" ] || [ -f $(ZOOKEEPER_JAR) ] || missing="$$missing $(ZOOKEEPER_JAR)"; \
 	[ -f $(CURATOR_JAR) ] || missing="$$missing $(CURATOR_JAR)"
 
-.PHONY: deps test zk
+.PHONY: deps test zk demo
 
 deps:
 	@$(check_deps); \
@@ -50,3 +50,10 @@ test: deps
 # until Ctrl-C.
 zk: deps
 	@$(GO) run ./internal/cmd/zkserver
+
+# A demo to watch in a terminal: three worker processes under one global
+# bound, then two `dsync lock` commands taking turns. It starts and stops its
+# own ZooKeeper; `make demo ZK=host:port` uses an existing one instead.
+ZK ?=
+demo: deps
+	@$(GO) run ./examples/demo -zk "$(ZK)"

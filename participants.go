@@ -17,6 +17,10 @@ type Participant struct {
 	Data     []byte    // node data: dsync writes "host=… pid=…", Curator an IP address
 	Created  time.Time // server time of creation
 	Sequence int32     // sequence number
+	Token    int64     // czxid: the fencing token of a hold on this node
+	// Waiting is set on the lease nodes of a semaphore acquirer that is
+	// still waiting for room (see Weighted.Participants).
+	Waiting bool
 }
 
 // participants lists the queue in order, with each node's data and owner.
@@ -59,7 +63,7 @@ func describe(ctx context.Context, h zkconn.Handle, parent string, n queued) (Pa
 	err := h.Do(ctx, func(c *zk.Conn) error {
 		data, st, err := c.Get(p.Path)
 		if err == nil {
-			p.Data, p.Session, p.Created = data, st.EphemeralOwner, time.UnixMilli(st.Ctime)
+			p.Data, p.Session, p.Created, p.Token = data, st.EphemeralOwner, time.UnixMilli(st.Ctime), st.Czxid
 		}
 		return err
 	})

@@ -314,7 +314,7 @@ func (v *Value[T]) Watch(ctx context.Context) iter.Seq2[Versioned[T], error] {
 					return
 				}
 				pause = min(max(2*pause, 100*time.Millisecond), 10*time.Second)
-				if !sleep(ctx, pause) {
+				if !pauseOrDone(ctx, pause) {
 					return
 				}
 				live = false
@@ -341,8 +341,8 @@ func (v *Value[T]) Watch(ctx context.Context) iter.Seq2[Versioned[T], error] {
 	}
 }
 
-// sleep waits for d or until ctx is done, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// pauseOrDone waits for d or until ctx is done, and reports whether d passed.
+func pauseOrDone(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -423,15 +423,15 @@ func (v *Value[T]) create(ctx context.Context, h zkconn.Handle, data []byte) err
 		if !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
-		if err := createContainers(ctx, h, parentPath(v.path)); err != nil {
+		if err := createContainerParents(ctx, h, parentOfPath(v.path)); err != nil {
 			return err
 		}
 	}
 }
 
-// createContainers creates p, and any missing ancestor of it, as CONTAINER
+// createContainerParents creates p, and any missing ancestor of it, as CONTAINER
 // nodes; a node already there is fine, whatever its kind.
-func createContainers(ctx context.Context, h zkconn.Handle, p string) error {
+func createContainerParents(ctx context.Context, h zkconn.Handle, p string) error {
 	if p == "/" {
 		return nil
 	}
@@ -447,14 +447,14 @@ func createContainers(ctx context.Context, h zkconn.Handle, p string) error {
 		case !errors.Is(err, zk.ErrNoNode):
 			return err
 		}
-		if err := createContainers(ctx, h, parentPath(p)); err != nil {
+		if err := createContainerParents(ctx, h, parentOfPath(p)); err != nil {
 			return err
 		}
 	}
 }
 
-// parentPath returns the parent of an absolute path other than the root.
-func parentPath(p string) string {
+// parentOfPath returns the parent of an absolute path other than the root.
+func parentOfPath(p string) string {
 	if i := strings.LastIndexByte(p, '/'); i > 0 {
 		return p[:i]
 	}

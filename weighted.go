@@ -163,12 +163,27 @@ func (w *Weighted) AcquireLeases(ctx context.Context, n int64) ([]*Lease, error)
 }
 
 // Participants returns the lease nodes at w's path in the order they were
-// created, with each one's owner and data (Curator's leases included).
+// created, with each one's owner and data (Curator's leases included). The
+// nodes of the one acquirer that holds the internal lock while it waits for
+// room are there too, marked Waiting: they count against the maximum but are
+// not held yet. Other acquirers wait without lease nodes.
 func (w *Weighted) Participants(ctx context.Context) ([]Participant, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
-	return w.leases.participants(ctx)
+	ps, err := w.leases.participants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := w.lock.participants(ctx)
+	if err != nil || len(locks) == 0 {
+		return ps, err
+	}
+	for i := range ps {
+		// The internal lock's holder created these after its lock node.
+		ps[i].Waiting = ps[i].Session == locks[0].Session && ps[i].Token > locks[0].Token
+	}
+	return ps, nil
 }
 
 // acquire takes the internal lock, creates n leases and, if wait is set,

@@ -203,6 +203,10 @@ func TestWeightedCancelLeavesNothing(t *testing.T) {
 	werr, qerr := make(chan error, 1), make(chan error, 1)
 	go func() { werr <- waiter.Acquire(wctx, 1) }()
 	awaitChildren(t, obs, path+"/leases", 3)
+	ps, err := holder.Participants(context.Background())
+	if err != nil || len(ps) != 3 || ps[0].Waiting || ps[1].Waiting || !ps[2].Waiting {
+		t.Fatalf("Participants = %+v, %v; want 2 held and 1 waiting", ps, err)
+	}
 	go func() { qerr <- queued.Acquire(qctx, 1) }()
 	awaitChildren(t, obs, path+"/locks", 2)
 	qcancel()

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Exit statuses of dsync's own outcomes; otherwise dsync exits with CMD's.
+const (
+	exitFail     = 1   // lock not acquired (held, timed out, ZooKeeper failed), ls failed
+	exitUsage    = 2   // bad flags or arguments
+	exitLost     = 3   // the lock was lost while CMD ran and CMD was terminated
+	exitNoExec   = 126 // CMD was found but could not be run
+	exitNotFound = 127 // CMD was not found
+)
+
+// defaultZK is the ZooKeeper address used when neither -zk nor $DSYNC_ZK is set.
+const defaultZK = "127.0.0.1:2181"
+
+const exitStatusHelp = `
+Exit status:
+  CMD's status  CMD ran (128+N if it was killed by signal N)
+  1             the lock was not acquired: held (-try), timed out (-timeout),
+                or ZooKeeper failed
+  2             bad usage
+  3             the lock was lost while CMD ran (-lost term); CMD was terminated
+  126, 127      CMD could not be run, or was not found
+  128+N         dsync got signal N (SIGINT, SIGTERM) while waiting
+`
+
+const mainUsage = `usage: dsync <command> [flags] ...
+
+dsync runs a command while holding a lock in ZooKeeper, compatible with
+Apache Curator's InterProcessMutex and InterProcessSemaphoreV2.
+
+Commands:
+  lock  run a command while holding the mutex at a path
+  sem   run a command while holding leases of a semaphore at a path
+  ls    list the holders and waiters of a mutex or semaphore
+  help  print help for a command: dsync help <command>
+
+Run "dsync <command> -h" for the flags of a command.
+` + exitStatusHelp
+
+const lockUsage = `usage: dsync lock [flags] PATH -- CMD [ARG...]
+
+Run CMD while holding the mutex at the ZooKeeper path PATH (the layout of
+Curator's InterProcessMutex), and release it when CMD exits. CMD runs in a
+process group of its own; SIGINT and SIGTERM are forwarded to it. Its
+environment gains DSYNC_PATH and DSYNC_TOKEN, the fencing token of the hold.
+If the lock is lost while CMD runs (the connection to ZooKeeper drops, the
+session expires, the node is deleted), -lost term sends SIGTERM to CMD, then
+SIGKILL after -grace, and exits 3.
+
+Flags:
+`
+
+const semUsage = `usage: dsync sem [flags] -max N [-n W] PATH -- CMD [ARG...]
+
+Run CMD while holding W leases of the semaphore of N leases at the ZooKeeper
+path PATH (the layout of Curator's InterProcessSemaphoreV2), and release them
+when CMD exits. All W leases are taken at once. Every process using PATH must
+agree on N. CMD runs as with "dsync lock"; DSYNC_TOKEN is not set.
+
+Flags:
+`
+
+const lsUsage = `usage: dsync ls [flags] PATH
+
+List the holders, then the waiters in the order they will acquire, of the
+mutex or the semaphore at PATH (a semaphore if PATH has a "leases" or "locks"
+child), with each node's data (host and pid for dsync, an IP address for
+Curator), ZooKeeper session and age. A semaphore's lease nodes come first; a
+lease node of the process at the head of PATH/locks is still waiting for room.
+Exits 0 (with a message) when nobody holds or waits.
+
+Flags:
+`
+
+// errUsage marks an error that should be reported with the usage text.
+var errUsage = errors.New("usage")
+
+// usageError is bad usage, reported with the command's usage.
+func usageError(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+// lossAction is the value of -lost.
+type lossAction string
+
+const (
+	lossTerm   lossAction = "term"
+	lossIgnore lossAction = "ignore"
+)
+
+func (a *lossAction) String() string { return string(*a) }
+
+func (a *lossAction) Set(s string) error {
+	switch lossAction(s) {
+	case lossTerm, lossIgnore:
+		*a = lossAction(s)
+		return nil
+	}
+	return errors.New(`must be "term" or "ignore"`)
+}
+
+// settings are the parsed flags and arguments of a subcommand.
+type settings struct {
+	servers        []string
+	timeout        time.Duration
+	sessionTimeout time.Duration
+	try            bool
+	lost           lossAction
+	grace          time.Duration
+	max            int64 // sem
+	n              int64 // sem
+	path           string
+	argv           []string // CMD and its arguments (lock, sem)
+}
+
+// newFlagSet returns the flag set of the subcommand name, bound to s. Its
+// usage text goes to out.
+func newFlagSet(name string, s *settings, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("dsync "+name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	zk := os.Getenv("DSYNC_ZK")
+	if zk == "" {
+		zk = defaultZK
+	}
+	s.lost = lossTerm
+	fs.Func("zk", "ZooKeeper servers, `host:port,...` (default $DSYNC_ZK, else "+defaultZK+")", func(v string) error {
+		zk = v
+		return nil
+	})
+	fs.DurationVar(&s.sessionTimeout, "session-timeout", 10*time.Second, "ZooKeeper session `timeout` (the server may clamp it)")
+	switch name {
+	case "ls":
+		fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "give up connecting and listing after `D`")
+	default:
+		fs.DurationVar(&s.timeout, "timeout", 0, "give up waiting for the lock after `D` (0: wait forever)")
+		fs.BoolVar(&s.try, "try", false, "do not wait: fail at once if the lock is held")
+		fs.Var(&s.lost, "lost", "what to do when the lock is lost while CMD runs: `term|ignore`")
+		fs.DurationVar(&s.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when CMD is terminated")
+	}
+	if name == "sem" {
+		fs.Int64Var(&s.max, "max", 0, "number of leases of the semaphore (required, `N` > 0)")
+		fs.Int64Var(&s.n, "n", 1, "number of leases to hold, `W` (1 to N)")
+	}
+	fs.Usage = func() {
+		usage := map[string]string{"lock": lockUsage, "sem": semUsage, "ls": lsUsage}[name]
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+		if name != "ls" {
+			fmt.Fprint(fs.Output(), exitStatusHelp)
+		}
+	}
+	// The servers are read once parsing is done, whatever set them.
+	s.servers = nil
+	fs.Func("", "", nil) // never reached: placeholder removed below
+	return fs
+}
+
+// parse parses args of the subcommand name into s. Flags may come before
+// and after PATH; lock and sem need "--" and CMD after them. It returns
+// flag.ErrHelp for -h, and an error wrapping errUsage for anything else
+// wrong.
+func parse(name string, args []string, out io.Writer) (*settings, error) {
+	s := &settings{}
+	fs := newFlagSet(name, s, out)
+	head := args
+	if name != "ls" {
+		i := slices.Index(args, "--")
+		if i >= 0 {
+			head, s.argv = args[:i], args[i+1:]
+		}
+	}
+	var positional []string
+	for {
+		if err := fs.Parse(head); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		head = fs.Args()[1:]
+	}
+	s.servers = splitServers(fs.Lookup("zk").Value.String())
+	switch {
+	case len(positional) == 0:
+		return nil, usageError("missing PATH")
+	case len(positional) > 1 && name == "ls":
+		return nil, usageError("unexpected argument %q", positional[1])
+	case len(positional) > 1:
+		return nil, usageError("unexpected argument %q (CMD goes after --)", positional[1])
+	}
+	s.path = positional[0]
+	if name != "ls" {
+		if s.argv == nil {
+			return nil, usageError("missing -- before CMD")
+		}
+		if len(s.argv) == 0 {
+			return nil, usageError("missing CMD after --")
+		}
+	}
+	if len(s.servers) == 0 {
+		return nil, usageError("-zk: no servers")
+	}
+	switch {
+	case s.sessionTimeout <= 0:
+		return nil, usageError("-session-timeout must be positive")
+	case s.timeout < 0:
+		return nil, usageError("-timeout must not be negative")
+	case s.grace < 0:
+		return nil, usageError("-grace must not be negative")
+	}
+	if name == "sem" {
+		if s.max <= 0 {
+			return nil, usageError("-max N is required and must be positive")
+		}
+		if s.n <= 0 || s.n > s.max {
+			return nil, usageError("-n %d: must be between 1 and -max (%d)", s.n, s.max)
+		}
+	}
+	return s, nil
+}
+
+// splitServers splits a -zk value into addresses, dropping empty ones.
+func splitServers(v string) []string {
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
