@@ -26,3 +26,9 @@ var ErrClosed = zkconn.ErrClosed
 // range: n <= 0, more than the semaphore's maximum, or a maximum <= 0.
 // Nothing is sent to ZooKeeper.
 var ErrWeight = errors.New("dsync: weight out of range")
+
+// ErrDecode is wrapped by the error returned (or yielded by Watch) when a
+// Value's node holds data its Codec cannot decode. The error also wraps the
+// Codec's own error, and comes with the node's version, so that
+// CompareAndSet can replace the bad data.
+var ErrDecode = errors.New("dsync: cannot decode node data")

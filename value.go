@@ -7,18 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"strings"
+	"path"
 	"time"
 
 	"github.com/dsync-go/dsync/zkconn"
 	"github.com/go-zookeeper/zk"
 )
-
-// ErrDecode is wrapped by the error returned (or yielded by Watch) when a
-// Value's node holds data its Codec cannot decode. The error also wraps the
-// Codec's own error, and comes with the node's version, so that
-// CompareAndSet can replace the bad data.
-var ErrDecode = errors.New("dsync: cannot decode node data")
 
 // A Codec turns values of T into node data and back. Decode must accept
 // whatever Encode produces; it is given the node's data as ZooKeeper stores
@@ -423,42 +417,10 @@ func (v *Value[T]) create(ctx context.Context, h zkconn.Handle, data []byte) err
 		if !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
-		if err := createContainerParents(ctx, h, parentOfPath(v.path)); err != nil {
+		if err := h.CreateParents(ctx, path.Dir(v.path)); err != nil {
 			return err
 		}
 	}
-}
-
-// createContainerParents creates p, and any missing ancestor of it, as CONTAINER
-// nodes; a node already there is fine, whatever its kind.
-func createContainerParents(ctx context.Context, h zkconn.Handle, p string) error {
-	if p == "/" {
-		return nil
-	}
-	acl := h.Session().ACL()
-	for {
-		err := h.Do(ctx, func(c *zk.Conn) error {
-			_, err := c.CreateContainer(p, nil, zk.FlagContainer, acl)
-			return err
-		})
-		switch {
-		case err == nil, errors.Is(err, zk.ErrNodeExists):
-			return nil
-		case !errors.Is(err, zk.ErrNoNode):
-			return err
-		}
-		if err := createContainerParents(ctx, h, parentOfPath(p)); err != nil {
-			return err
-		}
-	}
-}
-
-// parentOfPath returns the parent of an absolute path other than the root.
-func parentOfPath(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i > 0 {
-		return p[:i]
-	}
-	return "/"
 }
 
 // fail returns the error of a failed op: ctx.Err() itself if ctx is done,

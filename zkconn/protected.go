@@ -100,7 +100,7 @@ func (h Handle) CreateProtected(ctx context.Context, parent, name string, data [
 			}
 			return p, nil
 		case errors.Is(err, zk.ErrNoNode):
-			if err := h.createParents(ctx, parent); err != nil {
+			if err := h.CreateParents(ctx, parent); err != nil {
 				return "", err
 			}
 			continue
@@ -173,8 +173,15 @@ func (h Handle) recoverProtected(ctx context.Context, parent, prefix string) (st
 	return "", nil
 }
 
-// createParents creates p and any missing ancestor as CONTAINER nodes.
-func (h Handle) createParents(ctx context.Context, p string) error {
+// CreateParents creates p and any missing ancestor of it as CONTAINER
+// nodes (the server removes them once they have had children and are empty
+// again). A node already there is fine, whatever its kind. It is safe to
+// repeat; it returns ctx.Err(), or an error wrapping ErrSessionLost,
+// ErrClosed or go-zookeeper's error.
+func (h Handle) CreateParents(ctx context.Context, p string) error {
+	if p == "/" {
+		return nil
+	}
 	err := h.Do(ctx, func(c *zk.Conn) error {
 		_, err := c.CreateContainer(p, nil, zk.FlagContainer, h.s.cfg.acl)
 		return err
@@ -183,10 +190,10 @@ func (h Handle) createParents(ctx context.Context, p string) error {
 	case err == nil, errors.Is(err, zk.ErrNodeExists):
 		return nil
 	case errors.Is(err, zk.ErrNoNode):
-		if err := h.createParents(ctx, parentOf(p)); err != nil {
+		if err := h.CreateParents(ctx, parentOf(p)); err != nil {
 			return err
 		}
-		return h.createParents(ctx, p)
+		return h.CreateParents(ctx, p)
 	case errors.Is(err, ErrSessionLost), errors.Is(err, ErrClosed), ctx.Err() != nil:
 		return err
 	}

@@ -343,7 +343,7 @@ func TestRecoverProtectedStranger(t *testing.T) {
 	ctx := context.Background()
 	root := testRoot(t)
 	prefix := ProtectedPrefix + newUUID() + "-"
-	if err := a.createParents(ctx, root); err != nil {
+	if err := a.CreateParents(ctx, root); err != nil {
 		t.Fatal(err)
 	}
 	stranger, err := b.Conn().Create(root+"/"+prefix+"lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
@@ -377,7 +377,7 @@ func TestCreateProtectedReplyLost(t *testing.T) {
 	observer := current(t, dial(t, []string{srv.Addr()}))
 	ctx := context.Background()
 	root := testRoot(t)
-	if err := h.createParents(ctx, root); err != nil {
+	if err := h.CreateParents(ctx, root); err != nil {
 		t.Fatal(err)
 	}
 	_, _, watch, err := observer.Conn().ChildrenW(root)
