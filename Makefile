@@ -57,3 +57,10 @@ zk: deps
 ZK ?=
 demo: deps
 	@$(GO) run ./examples/demo -zk "$(ZK)"
+
+# Measures dsync against go-zookeeper's zk.Lock and Curator on 1, 8 and 32
+# sessions in one run (a few minutes): prints a Markdown table and writes it
+# to bench/results.md, with a chart to bench/chart.png.
+.PHONY: bench
+bench: deps
+	$(GO) run ./bench

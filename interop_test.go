@@ -76,11 +76,17 @@ func checkLog(t *testing.T, name string, want int) map[string]int {
 	return per
 }
 
-// TestInteropMutexExclusion: Java processes using Curator's InterProcessMutex
-// and Go Sessions using dsync.Mutex take turns on one path, never overlapping.
-func TestInteropMutexExclusion(t *testing.T) {
-	const javaProcs, goSessions, iter = 2, 2, 50
-	path := lockPath(t)
+// contender is one Go participant of a mixed run.
+type contender struct {
+	acquire func(context.Context) error
+	release func()
+}
+
+// mixedRun has javaProcs Curator processes run `loop kind ... iter log
+// javaArgs...` while each Go contender runs logLoop iter times, all on path
+// and one log, and returns the log's name once all are done.
+func mixedRun(t *testing.T, kind, path string, iter, javaProcs int, javaArgs []string, goers []contender) string {
+	t.Helper()
 	logName := filepath.Join(t.TempDir(), "log")
 	f, err := os.OpenFile(logName, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -90,32 +96,44 @@ func TestInteropMutexExclusion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, javaProcs+goSessions)
+	errs := make(chan error, javaProcs+len(goers))
+	args := append([]string{"loop", kind, shared.Addr(), path, strconv.Itoa(iter), logName}, javaArgs...)
 	for i := 0; i < javaProcs; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := java.Run(ctx, "loop", curator.Mutex, shared.Addr(), path, strconv.Itoa(iter), logName); err != nil {
+		wg.Go(func() {
+			if _, err := java.Run(ctx, args...); err != nil {
 				errs <- err
 			}
-		}()
+		})
 	}
-	for i := 0; i < goSessions; i++ {
-		m := dsync.NewMutex(dial(t, []string{shared.Addr()}), path)
-		acquire := func(ctx context.Context) error { _, err := m.LockContext(ctx); return err }
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := logLoop(ctx, f, fmt.Sprintf("go-%d", i), iter, acquire, m.Unlock); err != nil {
+	for i, g := range goers {
+		wg.Go(func() {
+			if err := logLoop(ctx, f, fmt.Sprintf("go-%d", i), iter, g.acquire, g.release); err != nil {
 				errs <- err
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
+	return logName
+}
+
+// TestInteropMutexExclusion: Java processes using Curator's InterProcessMutex
+// and Go Sessions using dsync.Mutex take turns on one path, never overlapping.
+func TestInteropMutexExclusion(t *testing.T) {
+	const javaProcs, goSessions, iter = 2, 2, 50
+	path := lockPath(t)
+	var goers []contender
+	for i := 0; i < goSessions; i++ {
+		m := dsync.NewMutex(dial(t, []string{shared.Addr()}), path)
+		goers = append(goers, contender{
+			acquire: func(ctx context.Context) error { _, err := m.LockContext(ctx); return err },
+			release: m.Unlock,
+		})
+	}
+	logName := mixedRun(t, curator.Mutex, path, iter, javaProcs, nil, goers)
 	per := checkLog(t, logName, (javaProcs+goSessions)*iter)
 	if len(per) != javaProcs+goSessions {
 		t.Fatalf("participants in the log: %v; want %d", per, javaProcs+goSessions)

@@ -489,16 +489,17 @@ func TestValueBadInput(t *testing.T) {
 	}
 }
 
-// TestValueWatchAcrossSuspension: a value written while the watcher is cut
-// off is yielded once the connection is back, on the same session.
-func TestValueWatchAcrossSuspension(t *testing.T) {
+// watchAcross starts a Count watcher through a proxy, breaks its connection
+// with cut after the first value, writes 2 from another Session, heals, and
+// checks that the Watch yields 2 next.
+func watchAcross(t *testing.T, timeout time.Duration, cut func(*zktest.Proxy, *zkconn.Subscription)) *zkconn.Subscription {
 	ctx := valueCtx(t)
 	srv := zktest.Start(t)
 	p := zktest.NewProxy(t, srv.Addr())
 	path := lockPath(t)
-	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
+	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(timeout))
 	sub := s.Subscribe()
-	defer sub.Stop()
+	t.Cleanup(sub.Stop)
 	w := dsync.NewCount(s, path, 1)
 	setter := dsync.NewCount(dial(t, []string{srv.Addr()}), path, 1)
 	step := 0
@@ -511,62 +512,41 @@ func TestValueWatchAcrossSuspension(t *testing.T) {
 			if got.Value != 1 {
 				t.Fatalf("first yield %+v; want 1", got)
 			}
-			p.BlackHole()
-			p.Cut()
-			awaitState(t, sub, zkconn.StateSuspended)
+			cut(p, sub)
 			if err := setter.Set(ctx, 2); err != nil {
 				t.Fatal(err)
 			}
 			p.Heal()
 		case 1:
 			if want := (dsync.Versioned[int32]{Value: 2, Version: 1}); got != want {
-				t.Fatalf("yield after the cut = %+v; want %+v", got, want)
+				t.Fatalf("yield after the break = %+v; want %+v", got, want)
 			}
 		}
 		if step++; step == 2 {
 			break
 		}
 	}
+	return sub
+}
+
+// TestValueWatchAcrossSuspension: a value written while the watcher is cut
+// off is yielded once the connection is back, on the same session.
+func TestValueWatchAcrossSuspension(t *testing.T) {
+	sub := watchAcross(t, 20*time.Second, func(p *zktest.Proxy, sub *zkconn.Subscription) {
+		p.BlackHole()
+		p.Cut()
+		awaitState(t, sub, zkconn.StateSuspended)
+	})
 	awaitState(t, sub, zkconn.StateReconnected)
 }
 
 // TestValueWatchAcrossSessionLoss: the watcher's session is lost while a
 // value is written; the Watch carries on with the next session and yields it.
 func TestValueWatchAcrossSessionLoss(t *testing.T) {
-	ctx := valueCtx(t)
-	srv := zktest.Start(t)
-	p := zktest.NewProxy(t, srv.Addr())
-	path := lockPath(t)
-	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second))
-	sub := s.Subscribe()
-	defer sub.Stop()
-	w := dsync.NewCount(s, path, 1)
-	setter := dsync.NewCount(dial(t, []string{srv.Addr()}), path, 1)
-	step := 0
-	for got, err := range w.Watch(ctx) {
-		if err != nil {
-			t.Fatalf("Watch yielded %v", err)
-		}
-		switch step {
-		case 0:
-			if got.Value != 1 {
-				t.Fatalf("first yield %+v; want 1", got)
-			}
-			p.BlackHole()
-			awaitState(t, sub, zkconn.StateLost)
-			if err := setter.Set(ctx, 2); err != nil {
-				t.Fatal(err)
-			}
-			p.Heal()
-		case 1:
-			if want := (dsync.Versioned[int32]{Value: 2, Version: 1}); got != want {
-				t.Fatalf("yield after the loss = %+v; want %+v", got, want)
-			}
-		}
-		if step++; step == 2 {
-			break
-		}
-	}
+	watchAcross(t, 2*time.Second, func(p *zktest.Proxy, sub *zkconn.Subscription) {
+		p.BlackHole()
+		awaitState(t, sub, zkconn.StateLost)
+	})
 }
 
 // awaitState reads sub until the Session reaches want.

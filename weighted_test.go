@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,41 +354,15 @@ func TestSemaphoreMutex(t *testing.T) {
 func TestInteropWeighted(t *testing.T) {
 	const max, iter = 3, 30
 	path := lockPath(t)
-	logName := filepath.Join(t.TempDir(), "log")
-	f, err := os.OpenFile(logName, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 6)
-	for i := 0; i < 3; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := java.Run(ctx, "loop", curator.Semaphore, shared.Addr(), path, strconv.Itoa(iter), logName, strconv.Itoa(max)); err != nil {
-				errs <- err
-			}
-		}()
-	}
+	var goers []contender
 	for i := 0; i < 3; i++ {
 		w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, max)
-		acquire := func(ctx context.Context) error { return w.Acquire(ctx, 1) }
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := logLoop(ctx, f, fmt.Sprintf("go-%d", i), iter, acquire, func() { w.Release(1) }); err != nil {
-				errs <- err
-			}
-		}()
+		goers = append(goers, contender{
+			acquire: func(ctx context.Context) error { return w.Acquire(ctx, 1) },
+			release: func() { w.Release(1) },
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	logName := mixedRun(t, curator.Semaphore, path, iter, 3, []string{strconv.Itoa(max)}, goers)
 	data, err := os.ReadFile(logName)
 	if err != nil {
 		t.Fatal(err)
