@@ -114,12 +114,14 @@ func (q *queue) acquire(ctx context.Context, wait bool) (entry, error) {
 	}
 }
 
-// await waits until node is first in line (see queue). It lists the
-// children once; after that it moves down the predecessors it knows of as
-// each one goes: a node created later has a higher sequence number, so it
-// can never come between them.
+// await waits until node is first in line (see queue). It watches the node
+// just ahead of its own; when that one goes and it was first in the last
+// listing, node is first (a node created later sorts after node, so none
+// can have come between): no second listing. Otherwise it lists again,
+// since the nodes further ahead have most likely gone too.
 func (q *queue) await(ctx context.Context, h zkconn.Handle, node string, wait bool) (entry, error) {
 	e := entry{h: h, node: node}
+	name := node[len(q.path)+1:]
 	// Watch our own node (and learn its czxid, the fencing token) while the
 	// children are listed: two requests in one round trip.
 	ownc := make(chan error, 1)
@@ -132,24 +134,13 @@ func (q *queue) await(ctx context.Context, h zkconn.Handle, node string, wait bo
 	} else {
 		ownc <- nil
 	}
-	var children []string
-	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		children, _, err = c.Children(q.path)
-		return err
-	})
+	ahead, err := q.ahead(ctx, h, name)
 	if ownErr := <-ownc; err == nil {
 		err = ownErr
 	}
 	if err != nil {
 		return entry{}, err
 	}
-	line := order(children, q.marker)
-	name := node[len(q.path)+1:]
-	i := indexOf(line, name)
-	if i < 0 {
-		return entry{}, errNodeGone
-	}
-	ahead := line[:i]
 	if len(ahead) > 0 && !wait {
 		return entry{}, errNotFirst
 	}
@@ -160,32 +151,57 @@ func (q *queue) await(ctx context.Context, h zkconn.Handle, node string, wait bo
 			_, _, watch, err = c.GetW(prev)
 			return err
 		})
-		if errors.Is(err, zk.ErrNoNode) {
-			ahead = ahead[:len(ahead)-1]
-			continue
-		}
-		if err != nil {
+		gone := errors.Is(err, zk.ErrNoNode)
+		if err != nil && !gone {
 			return entry{}, err
 		}
-		select {
-		case ev := <-watch:
-			if ev.Type == zk.EventNodeDeleted {
-				ahead = ahead[:len(ahead)-1]
+		if !gone {
+			select {
+			case ev := <-watch:
+				gone = ev.Type == zk.EventNodeDeleted
+			case ev := <-e.own:
+				if ev.Type == zk.EventNodeDeleted {
+					return entry{}, errNodeGone
+				}
+				if _, e.own, err = watchNode(ctx, h, node); err != nil {
+					return entry{}, err
+				}
+			case <-ctx.Done():
+				return entry{}, ctx.Err()
+			case <-h.Lost():
+				return entry{}, h.Err()
 			}
-		case ev := <-e.own:
-			if ev.Type == zk.EventNodeDeleted {
-				return entry{}, errNodeGone
-			}
-			if _, e.own, err = watchNode(ctx, h, node); err != nil {
+		}
+		switch {
+		case !gone:
+		case len(ahead) == 1:
+			ahead = nil
+		default:
+			if ahead, err = q.ahead(ctx, h, name); err != nil {
 				return entry{}, err
 			}
-		case <-ctx.Done():
-			return entry{}, ctx.Err()
-		case <-h.Lost():
-			return entry{}, h.Err()
 		}
 	}
 	return e, nil
+}
+
+// ahead lists the queue and returns the nodes ahead of name, in order. It
+// returns errNodeGone if name is not in the queue.
+func (q *queue) ahead(ctx context.Context, h zkconn.Handle, name string) ([]queued, error) {
+	var children []string
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		children, _, err = c.Children(q.path)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	line := order(children, q.marker)
+	i := indexOf(line, name)
+	if i < 0 {
+		return nil, errNodeGone
+	}
+	return line[:i], nil
 }
 
 func indexOf(line []queued, name string) int {

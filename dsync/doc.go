@@ -31,21 +31,22 @@
 //
 // "ls" takes -zk, -session-timeout, and -timeout (default 30s).
 //
-// CMD runs in a process group of its own, with dsync's standard input,
-// output and error. Its environment gains DSYNC_PATH (PATH) and, for lock,
+// CMD runs with dsync's standard input, output and error, in a process
+// group of its own, so that signals reach every process it starts; it is
+// therefore not a terminal's foreground job (reading from the terminal stops
+// it). Its environment gains DSYNC_PATH (PATH) and, for lock,
 // DSYNC_TOKEN: the fencing token of the hold (the lock node's czxid), which
 // grows with every hold; pass it to the resources the lock protects so that
 // they can refuse a holder that lost the lock without knowing it.
 //
-// SIGINT and SIGTERM received while CMD runs are forwarded to its process
-// group; dsync keeps the lock until CMD exits. Received while waiting, they
+// SIGHUP, SIGINT and SIGTERM received while CMD runs are forwarded to its
+// process group; dsync keeps the lock until CMD exits. Received while waiting, they
 // end the wait. The lock counts as lost as soon as the connection to
 // ZooKeeper drops (or the session expires, or the lock node is deleted):
 // from then on nothing proves it is still held. With -lost term, dsync then
 // sends SIGTERM to CMD's process group, SIGKILL after the grace period, and
 // exits with status 3. If dsync itself is killed with SIGKILL, CMD keeps
-// running without the lock (on Linux, CMD itself, but not its children, gets
-// SIGTERM).
+// running without the lock: deliver signals to dsync, not to CMD.
 //
 // Exit status:
 //

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dsync-go/dsync/zkconn"
 )
 
 // Exit statuses of dsync's own outcomes; otherwise dsync exits with CMD's.
@@ -31,7 +33,7 @@ Exit status:
   2             bad usage
   3             the lock was lost while CMD ran (-lost term); CMD was terminated
   126, 127      CMD could not be run, or was not found
-  128+N         dsync got signal N (SIGINT, SIGTERM) while waiting
+  128+N         dsync got signal N (SIGHUP, SIGINT, SIGTERM) while waiting
 `
 
 const mainUsage = `usage: dsync <command> [flags] ...
@@ -52,11 +54,11 @@ const lockUsage = `usage: dsync lock [flags] PATH -- CMD [ARG...]
 
 Run CMD while holding the mutex at the ZooKeeper path PATH (the layout of
 Curator's InterProcessMutex), and release it when CMD exits. CMD runs in a
-process group of its own; SIGINT and SIGTERM are forwarded to it. Its
-environment gains DSYNC_PATH and DSYNC_TOKEN, the fencing token of the hold.
-If the lock is lost while CMD runs (the connection to ZooKeeper drops, the
-session expires, the node is deleted), -lost term sends SIGTERM to CMD, then
-SIGKILL after -grace, and exits 3.
+process group of its own; SIGHUP, SIGINT and SIGTERM are forwarded to it.
+Its environment gains DSYNC_PATH and DSYNC_TOKEN, the fencing token of the
+hold. If the lock is lost while CMD runs (the connection to ZooKeeper drops,
+the session expires, the node is deleted), -lost term sends SIGTERM to CMD,
+then SIGKILL after -grace, and exits 3.
 
 Flags:
 `
@@ -76,19 +78,21 @@ const lsUsage = `usage: dsync ls [flags] PATH
 List the holders, then the waiters in the order they will acquire, of the
 mutex or the semaphore at PATH (a semaphore if PATH has a "leases" or "locks"
 child), with each node's data (host and pid for dsync, an IP address for
-Curator), ZooKeeper session and age. A semaphore's lease nodes come first; a
-lease node of the process at the head of PATH/locks is still waiting for room.
+Curator), ZooKeeper session and age. For a semaphore: the lease nodes held,
+then the lease nodes of the acquirer waiting for room (it holds the internal
+lock), then the nodes queued at PATH/locks.
 Exits 0 (with a message) when nobody holds or waits.
 
 Flags:
 `
 
-// errUsage marks an error that should be reported with the usage text.
-var errUsage = errors.New("usage")
+// A badUsage is bad flags or arguments, reported with the command's usage.
+type badUsage struct{ msg string }
 
-// usageError is bad usage, reported with the command's usage.
+func (e *badUsage) Error() string { return e.msg }
+
 func usageError(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+	return &badUsage{fmt.Sprintf(format, args...)}
 }
 
 // lossAction is the value of -lost.
@@ -112,7 +116,8 @@ func (a *lossAction) Set(s string) error {
 
 // settings are the parsed flags and arguments of a subcommand.
 type settings struct {
-	servers        []string
+	zk             string   // -zk as given
+	servers        []string // -zk split
 	timeout        time.Duration
 	sessionTimeout time.Duration
 	try            bool
@@ -134,19 +139,16 @@ func newFlagSet(name string, s *settings, out io.Writer) *flag.FlagSet {
 		zk = defaultZK
 	}
 	s.lost = lossTerm
-	fs.Func("zk", "ZooKeeper servers, `host:port,...` (default $DSYNC_ZK, else "+defaultZK+")", func(v string) error {
-		zk = v
-		return nil
-	})
-	fs.DurationVar(&s.sessionTimeout, "session-timeout", 10*time.Second, "ZooKeeper session `timeout` (the server may clamp it)")
+	fs.StringVar(&s.zk, "zk", zk, "comma-separated ZooKeeper servers, `host:port,...`; $DSYNC_ZK sets the default")
+	fs.DurationVar(&s.sessionTimeout, "session-timeout", 10*time.Second, "ZooKeeper session timeout `D` (the server may clamp it)")
 	switch name {
 	case "ls":
 		fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "give up connecting and listing after `D`")
 	default:
 		fs.DurationVar(&s.timeout, "timeout", 0, "give up waiting for the lock after `D` (0: wait forever)")
 		fs.BoolVar(&s.try, "try", false, "do not wait: fail at once if the lock is held")
-		fs.Var(&s.lost, "lost", "what to do when the lock is lost while CMD runs: `term|ignore`")
-		fs.DurationVar(&s.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when CMD is terminated")
+		fs.Var(&s.lost, "lost", "when the lock is lost while CMD runs: `term|ignore`\nterm: SIGTERM to CMD, SIGKILL after -grace, exit 3; ignore: warn only")
+		fs.DurationVar(&s.grace, "grace", 5*time.Second, "time `D` between SIGTERM and SIGKILL when CMD is terminated")
 	}
 	if name == "sem" {
 		fs.Int64Var(&s.max, "max", 0, "number of leases of the semaphore (required, `N` > 0)")
@@ -160,19 +162,15 @@ func newFlagSet(name string, s *settings, out io.Writer) *flag.FlagSet {
 			fmt.Fprint(fs.Output(), exitStatusHelp)
 		}
 	}
-	// The servers are read once parsing is done, whatever set them.
-	s.servers = nil
-	fs.Func("", "", nil) // never reached: placeholder removed below
 	return fs
 }
 
 // parse parses args of the subcommand name into s. Flags may come before
 // and after PATH; lock and sem need "--" and CMD after them. It returns
-// flag.ErrHelp for -h, and an error wrapping errUsage for anything else
-// wrong.
-func parse(name string, args []string, out io.Writer) (*settings, error) {
+// flag.ErrHelp for -h, and a *badUsage for anything else wrong.
+func parse(name string, args []string) (*settings, error) {
 	s := &settings{}
-	fs := newFlagSet(name, s, out)
+	fs := newFlagSet(name, s, io.Discard)
 	head := args
 	if name != "ls" {
 		i := slices.Index(args, "--")
@@ -186,7 +184,7 @@ func parse(name string, args []string, out io.Writer) (*settings, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
+			return nil, usageError("%v", err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -194,7 +192,7 @@ func parse(name string, args []string, out io.Writer) (*settings, error) {
 		positional = append(positional, fs.Arg(0))
 		head = fs.Args()[1:]
 	}
-	s.servers = splitServers(fs.Lookup("zk").Value.String())
+	s.servers = splitServers(s.zk)
 	switch {
 	case len(positional) == 0:
 		return nil, usageError("missing PATH")
@@ -204,6 +202,9 @@ func parse(name string, args []string, out io.Writer) (*settings, error) {
 		return nil, usageError("unexpected argument %q (CMD goes after --)", positional[1])
 	}
 	s.path = positional[0]
+	if err := zkconn.ValidatePath(s.path); err != nil {
+		return nil, usageError("%v", err)
+	}
 	if name != "ls" {
 		if s.argv == nil {
 			return nil, usageError("missing -- before CMD")

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
+)
+
+// counters are the server's cumulative request counts, from mntr.
+//
+// ZooKeeper 3.8 counts every packet a client sends in zk_packets_received:
+// requests, pings, connect requests, and the four-letter words such as the
+// mntr that reads it. It times every request it processes in one of two
+// summaries: zk_cnt_updatelatency for requests that change the tree (create,
+// delete, setData, createSession, closeSession) and zk_cnt_readlatency for
+// the rest — reads, and pings too: no counter tells pings apart.
+type counters struct {
+	packets int64 // zk_packets_received
+	writes  int64 // zk_cnt_updatelatency
+	reads   int64 // zk_cnt_readlatency (pings included)
+}
+
+// readCounters asks srv for its counters.
+func readCounters(ctx context.Context, srv *zktest.Server) (counters, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := srv.Mntr(ctx)
+	if err != nil {
+		return counters{}, err
+	}
+	var c counters
+	for _, f := range []struct {
+		key string
+		dst *int64
+	}{
+		{"zk_packets_received", &c.packets},
+		{"zk_cnt_updatelatency", &c.writes},
+		{"zk_cnt_readlatency", &c.reads},
+	} {
+		v, err := strconv.ParseInt(m[f.key], 10, 64)
+		if err != nil {
+			return counters{}, fmt.Errorf("mntr: %s = %q: %w", f.key, m[f.key], err)
+		}
+		*f.dst = v
+	}
+	return c, nil
+}
+
+// since returns what the clients sent between the reading b and the reading
+// c (c taken after b): the delta less the mntr request that read c.
+func (c counters) since(b counters) counters {
+	return counters{packets: c.packets - b.packets - 1, writes: c.writes - b.writes, reads: c.reads - b.reads}
+}
+
+func (c counters) minus(d counters) counters {
+	return counters{packets: c.packets - d.packets, writes: c.writes - d.writes, reads: c.reads - d.reads}
+}
+
+// A result is one implementation's measurement of one workload on some
+// number of sessions.
+type result struct {
+	ops      int64         // cycles completed in the timed window
+	seconds  float64       // the window's wall time
+	p50, p99 time.Duration // acquire latency
+	reqs     counters      // requests the server received in the window
+}
+
+func (r result) opsPerSec() float64 {
+	if r.seconds <= 0 {
+		return 0
+	}
+	return float64(r.ops) / r.seconds
+}
+
+// perCycle returns n requests per cycle.
+func (r result) perCycle(n int64) float64 {
+	if r.ops == 0 {
+		return 0
+	}
+	return float64(n) / float64(r.ops)
+}
+
+// percentile returns the q-quantile of sorted (nearest rank), 0 if empty.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*q+0.999999) - 1
+	return sorted[max(0, min(len(sorted)-1, i))]
+}
+
+// latencies merges per-session latency samples and returns p50 and p99.
+func latencies(samples [][]time.Duration) (p50, p99 time.Duration) {
+	all := slices.Concat(samples...)
+	slices.Sort(all)
+	return percentile(all, 0.50), percentile(all, 0.99)
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
+)
+
+// errTimedOut is the cause of a wait given up after -timeout.
+var errTimedOut = errors.New("timed out")
+
+// errInterrupted is the cause of a wait given up because dsync got a signal.
+type errInterrupted struct{ sig os.Signal }
+
+func (e errInterrupted) Error() string { return "interrupted by " + e.sig.String() }
+
+// A grant is what "lock" or "sem" acquired.
+type grant struct {
+	held    context.Context // canceled, with a cause, when the hold is lost
+	release func()          // releases the lock (after a loss too)
+	env     []string        // for CMD
+}
+
+// runHeld runs "dsync lock" (name "lock") or "dsync sem": it acquires, runs
+// CMD, releases, and returns the exit status.
+func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Writer) int {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	sess, g, code := acquire(ctx, name, s, sigs, stderr)
+	if g == nil {
+		return code
+	}
+	code = newChild(s, g.env, stdout, stderr).run(ctx, g.held, sigs)
+	g.release()
+	sess.Close()
+	return code
+}
+
+// acquire connects and takes the lock, giving up after -timeout, at once
+// under -try if others are ahead, on a signal from sigs, or when
+// ctx is done. On failure it reports why on stderr and returns a nil grant
+// and the exit status, having closed the Session.
+func acquire(ctx context.Context, name string, s *settings, sigs <-chan os.Signal, stderr io.Writer) (*zkconn.Session, *grant, int) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	limit := s.timeout
+	if s.try && (limit == 0 || limit > s.sessionTimeout) {
+		// -try waits for nobody, but reaching ZooKeeper takes a moment:
+		// bound that as TryLock does.
+		limit = s.sessionTimeout
+	}
+	if limit > 0 {
+		var stop context.CancelFunc
+		wctx, stop = context.WithTimeoutCause(wctx, limit, errTimedOut)
+		defer stop()
+	}
+
+	type result struct {
+		sess *zkconn.Session
+		g    *grant
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sess, g, err := take(wctx, name, s, stderr)
+		done <- result{sess, g, err}
+	}()
+	var sig os.Signal
+	for {
+		select {
+		case sig = <-sigs:
+			cancel(errInterrupted{sig})
+			continue
+		case r := <-done:
+			if sig != nil {
+				// The signal may have come too late to stop the acquisition.
+				if r.g != nil {
+					r.g.release()
+					r.sess.Close()
+				}
+				fmt.Fprintf(stderr, "dsync: interrupted waiting for %s\n", s.path)
+				return nil, nil, 128 + signalNumber(sig)
+			}
+			if r.err == nil {
+				return r.sess, r.g, 0
+			}
+			switch {
+			case errors.Is(r.err, errHeld):
+				fmt.Fprintf(stderr, "dsync: %s is held\n", s.path)
+			case errors.Is(r.err, errTimedOut):
+				fmt.Fprintf(stderr, "dsync: timed out waiting for %s\n", s.path)
+			default:
+				fmt.Fprintf(stderr, "dsync: %s: %v\n", s.path, r.err)
+			}
+			return nil, nil, exitFail
+		}
+	}
+}
+
+// take dials ZooKeeper and acquires the mutex or the leases. On failure it
+// closes the Session and returns the cause of ctx (errTimedOut, errHeld…)
+// when ctx ended the wait.
+func take(ctx context.Context, name string, s *settings, stderr io.Writer) (*zkconn.Session, *grant, error) {
+	sess, err := zkconn.Dial(ctx, s.servers,
+		zkconn.WithSessionTimeout(s.sessionTimeout),
+		zkconn.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, context.Cause(ctx)
+		}
+		return nil, nil, err
+	}
+	tctx := ctx
+	if s.try {
+		var cancel context.CancelCauseFunc
+		tctx, cancel = context.WithCancelCause(ctx)
+		stop := watchQueue(tctx, sess, name == "sem", s, cancel)
+		defer stop()
+		defer cancel(nil)
+	}
+	var g *grant
+	if name == "sem" {
+		g, err = takeLeases(tctx, sess, s)
+	} else {
+		g, err = takeMutex(tctx, sess, s)
+	}
+	if err != nil {
+		sess.Close()
+		if tctx.Err() != nil {
+			err = context.Cause(tctx)
+		}
+		return nil, nil, err
+	}
+	return sess, g, nil
+}
+
+func takeMutex(ctx context.Context, sess *zkconn.Session, s *settings) (*grant, error) {
+	m := dsync.NewMutex(sess, s.path)
+	held, err := m.LockContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &grant{
+		held:    held,
+		release: m.Unlock,
+		env:     []string{"DSYNC_PATH=" + s.path, "DSYNC_TOKEN=" + strconv.FormatInt(m.Token(), 10)},
+	}, nil
+}
+
+// takeLeases acquires -n leases; the grant's hold context ends when any of
+// them is lost.
+func takeLeases(ctx context.Context, sess *zkconn.Session, s *settings) (*grant, error) {
+	w := dsync.NewWeighted(sess, s.path, s.max)
+	leases, err := w.AcquireLeases(ctx, s.n)
+	if err != nil {
+		return nil, err
+	}
+	held, cancel := context.WithCancelCause(context.Background())
+	stops := make([]func() bool, len(leases))
+	for i, l := range leases {
+		stops[i] = context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	}
+	release := func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel(context.Canceled)
+		for _, l := range leases {
+			l.Release()
+		}
+	}
+	return &grant{held: held, release: release, env: []string{"DSYNC_PATH=" + s.path}}, nil
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/go-zookeeper/zk"
+)
+
+// A row is one node of the listing.
+type row struct {
+	role string // "holder" or "waiter"
+	node string // relative to PATH
+	p    dsync.Participant
+}
+
+// runLs runs "dsync ls": it prints the holders and waiters at s.path.
+func runLs(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.timeout, errTimedOut)
+		defer cancel()
+	}
+	rows, err := list(ctx, s, stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		if errors.Is(err, errTimedOut) {
+			fmt.Fprintf(stderr, "dsync: timed out listing %s\n", s.path)
+		} else {
+			fmt.Fprintf(stderr, "dsync: ls %s: %v\n", s.path, err)
+		}
+		return exitFail
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(stdout, "no holders or waiters at %s\n", s.path)
+		return 0
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROLE\tNODE\tSESSION\tAGE\tDATA")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t0x%x\t%s\t%s\n", r.role, r.node, uint64(r.p.Session), age(now.Sub(r.p.Created)), data(r.p.Data))
+	}
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintf(stderr, "dsync: %v\n", err)
+		return exitFail
+	}
+	return 0
+}
+
+// list connects and lists the nodes at s.path in order: holders first.
+func list(ctx context.Context, s *settings, stderr io.Writer) ([]row, error) {
+	sess, err := zkconn.Dial(ctx, s.servers,
+		zkconn.WithSessionTimeout(s.sessionTimeout),
+		zkconn.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	h, err := sess.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var kids []string
+	err = h.Do(ctx, func(c *zk.Conn) (err error) {
+		kids, _, err = c.Children(s.path)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(kids, "leases") || slices.Contains(kids, "locks") {
+		return listSemaphore(ctx, sess, s.path)
+	}
+	line, err := dsync.NewMutex(sess, s.path).Participants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]row, len(line))
+	for i, p := range line {
+		rows[i] = row{role: "waiter", node: p.Node, p: p}
+	}
+	if len(rows) > 0 {
+		rows[0].role = "holder"
+	}
+	return rows, nil
+}
+
+// listSemaphore lists a semaphore (Curator's InterProcessSemaphoreV2
+// layout): the lease nodes held, then those of the acquirer that holds the
+// internal lock while it waits for room (marked Waiting), then the nodes
+// queued for the internal lock at PATH/locks.
+func listSemaphore(ctx context.Context, sess *zkconn.Session, path string) ([]row, error) {
+	leases, err := dsync.NewWeighted(sess, path, 1).Participants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := dsync.NewMutex(sess, path+"/locks").Participants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var holders, pending, waiters []row
+	for _, p := range leases {
+		r := row{role: "holder", node: "leases/" + p.Node, p: p}
+		if p.Waiting {
+			r.role = "waiter"
+			pending = append(pending, r)
+			continue
+		}
+		holders = append(holders, r)
+	}
+	for _, p := range locks {
+		waiters = append(waiters, row{role: "waiter", node: "locks/" + p.Node, p: p})
+	}
+	return slices.Concat(holders, pending, waiters), nil
+}
+
+// age formats how long ago a node was made, rounded to what matters.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+	case d < time.Minute:
+		d = d.Round(100 * time.Millisecond)
+	case d < time.Hour:
+		d = d.Round(time.Second)
+	default:
+		d = d.Round(time.Minute)
+	}
+	return d.String()
+}
+
+// data formats node data: as is when it is printable text, quoted when not,
+// "-" when empty.
+func data(b []byte) string {
+	if len(b) == 0 {
+		return "-"
+	}
+	s := string(b)
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}

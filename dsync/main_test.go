@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync/internal/curator"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+)
+
+var (
+	// shared is the ZooKeeper server of the tests that need nothing special
+	// of it; each test works under its own path.
+	shared *zktest.Server
+	// bin is the dsync binary, built once by TestMain.
+	bin string
+	// java runs Curator 5.4 (Debian's jars) for the interop tests.
+	java *curator.Tool
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+// testMain starts the server, builds dsync and the Curator tool (all three
+// at once), runs the tests and cleans up before looking for leaks.
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "dsync-cmd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin = filepath.Join(dir, "dsync")
+
+	var wg sync.WaitGroup
+	var srvErr, buildErr, javaErr error
+	wg.Go(func() { shared, srvErr = zktest.StartServer() })
+	wg.Go(func() {
+		out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	wg.Go(func() {
+		jdir := filepath.Join(dir, "curator")
+		if javaErr = os.Mkdir(jdir, 0o755); javaErr == nil {
+			java, javaErr = curator.Build(jdir)
+		}
+	})
+	wg.Wait()
+	if err := errors.Join(srvErr, buildErr, javaErr); err != nil {
+		if shared != nil {
+			shared.Close()
+		}
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "--- ZooKeeper server log (last lines):\n%s\n", lastLines(shared.Log(), 40))
+	}
+	// The server goes before goleak looks: its process has a waiting goroutine.
+	if err := shared.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "zktest:", err)
+	}
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		return 1
+	}
+	return 0
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// lockPath returns a lock path unique to the test and run.
+func lockPath(t testing.TB) string {
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	return fmt.Sprintf("/dsync-cmd-test/%s-%d", name, time.Now().UnixNano())
+}
+
+// A proc is a running dsync binary.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr syncBuffer
+	done           chan struct{}
+	err            error
+}
+
+// syncBuffer is a bytes.Buffer that may be read while the process writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// start runs the dsync binary with args. It is killed when the test ends.
+func start(t testing.TB, args ...string) *proc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	p := &proc{cmd: exec.CommandContext(ctx, bin, args...), done: make(chan struct{})}
+	p.cmd.Stdout = &p.stdout
+	p.cmd.Stderr = &p.stderr
+	p.cmd.Env = append(os.Environ(), "DSYNC_ZK=") // only -zk counts
+	p.cmd.WaitDelay = 5 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() {
+		defer cancel()
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// wait waits for p to exit, at most d, and returns its exit code.
+func (p *proc) wait(t testing.TB, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("dsync %s did not exit within %v\nstdout:\n%s\nstderr:\n%s",
+			strings.Join(p.cmd.Args[1:], " "), d, &p.stdout, &p.stderr)
+	}
+	var ee *exec.ExitError
+	if p.err != nil && !errors.As(p.err, &ee) {
+		t.Fatalf("dsync: %v", p.err)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// dsyncRun runs the dsync binary to completion (at most 60s) and returns its
+// exit code, stdout and stderr.
+func dsyncRun(t testing.TB, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	p := start(t, args...)
+	code = p.wait(t, time.Minute)
+	return code, p.stdout.String(), p.stderr.String()
+}
+
+// awaitFile waits until path exists and returns its content.
+func awaitFile(t testing.TB, path string, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within %v", path, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !os.IsNotExist(err) && syscall.Kill(pid, 0) == nil
+	}
+	// pid (comm) state ...: comm may hold spaces, the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// pids parses the whitespace-separated process ids in s.
+func pids(t testing.TB, s string) []int {
+	t.Helper()
+	var out []int
+	for _, f := range strings.Fields(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("bad pid %q in %q", f, s)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// dial opens a Session to addr, closed when the test ends.
+func dial(t testing.TB, addr string) *zkconn.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zkconn.Dial(ctx, []string{addr})
+	if err != nil {
+		t.Fatalf("Dial(%s) = %v", addr, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// observer is a plain go-zookeeper connection for looking at what dsync
+// left in ZooKeeper.
+func observer(t testing.TB) *zk.Conn {
+	t.Helper()
+	c, _, err := zk.Connect([]string{shared.Addr()}, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// awaitChildren blocks until path has exactly n children, using watches.
+func awaitChildren(t testing.TB, c *zk.Conn, path string, n int) []string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		ok, _, ew, err := c.ExistsW(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			if n == 0 {
+				return nil
+			}
+			select {
+			case <-ew:
+				continue
+			case <-deadline:
+				t.Fatalf("%s never appeared", path)
+			}
+		}
+		kids, _, w, err := c.ChildrenW(path)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kids) == n {
+			return kids
+		}
+		select {
+		case <-w:
+		case <-deadline:
+			t.Fatalf("%s has children %v; want %d", path, kids, n)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync"
+)
+
+func TestSemLimitsHolders(t *testing.T) {
+	t.Parallel()
+	const runs = 3
+	path := lockPath(t)
+	log := filepath.Join(t.TempDir(), "log")
+	procs := make([]*proc, runs)
+	for i := range procs {
+		procs[i] = start(t, "sem", "-max", "2", "-zk", shared.Addr(), path, "--", "sh", "-c", critical, "sh", log)
+	}
+	for _, p := range procs {
+		if code := p.wait(t, time.Minute); code != 0 {
+			t.Fatalf("dsync sem exited %d; stderr:\n%s", code, &p.stderr)
+		}
+	}
+	if most := maxInside(t, log, runs); most > 2 {
+		t.Fatalf("%d runs held leases at once; want at most 2", most)
+	}
+	obs := observer(t)
+	awaitChildren(t, obs, path+"/leases", 0)
+	awaitChildren(t, obs, path+"/locks", 0)
+}
+
+// holdLeases acquires n leases of the semaphore of max at path in this
+// process, until the test ends or the returned function is called.
+func holdLeases(t *testing.T, path string, max, n int64) (release func()) {
+	t.Helper()
+	w := dsync.NewWeighted(dial(t, shared.Addr()), path, max)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leases, err := w.AcquireLeases(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	release = func() {
+		if !done {
+			done = true
+			for _, l := range leases {
+				l.Release()
+			}
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func TestSemTry(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	release := holdLeases(t, path, 3, 2)
+	args := func(n string) []string {
+		// CMD outlives the bound on the wait.
+		return []string{"sem", "-try", "-timeout", "300ms", "-max", "3", "-n", n, "-zk", shared.Addr(), path, "--", "sleep", "0.6"}
+	}
+	code, _, stderr := dsyncRun(t, args("2")...)
+	if want := "dsync: " + path + " is held"; code != exitFail || !strings.Contains(stderr, want) {
+		t.Fatalf("dsync sem -try -n 2 with 1 of 3 leases free: exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+	obs := observer(t)
+	awaitChildren(t, obs, path+"/locks", 0)
+	awaitChildren(t, obs, path+"/leases", 2)
+	if code, _, stderr := dsyncRun(t, args("1")...); code != 0 {
+		t.Fatalf("dsync sem -try -n 1 with 1 of 3 leases free: exit %d; stderr:\n%s", code, stderr)
+	}
+	release()
+	if code, _, stderr := dsyncRun(t, args("3")...); code != 0 {
+		t.Fatalf("dsync sem -try -n 3 with 3 of 3 leases free: exit %d; stderr:\n%s", code, stderr)
+	}
+}

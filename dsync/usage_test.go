@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestBadUsageExits2(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string // in stderr, besides the usage
+	}{
+		{"no command", nil, "usage: dsync <command>"},
+		{"unknown command", []string{"frob", "/x"}, `unknown command "frob"`},
+		{"help unknown", []string{"help", "frob"}, `unknown command "frob"`},
+		{"lock missing PATH", []string{"lock"}, "missing PATH"},
+		{"lock missing PATH before --", []string{"lock", "--", "true"}, "missing PATH"},
+		{"lock missing --", []string{"lock", "/x"}, "missing -- before CMD"},
+		{"lock CMD without --", []string{"lock", "/x", "true"}, `unexpected argument "true"`},
+		{"lock missing CMD", []string{"lock", "/x", "--"}, "missing CMD"},
+		{"lock unknown flag", []string{"lock", "-frob", "/x", "--", "true"}, "flag provided but not defined: -frob"},
+		{"lock bad -lost", []string{"lock", "-lost", "maybe", "/x", "--", "true"}, `invalid value "maybe" for flag -lost`},
+		{"lock bad -timeout", []string{"lock", "-timeout", "soon", "/x", "--", "true"}, "-timeout"},
+		{"lock negative -timeout", []string{"lock", "-timeout", "-1s", "/x", "--", "true"}, "-timeout must not be negative"},
+		{"lock zero -session-timeout", []string{"lock", "-session-timeout", "0", "/x", "--", "true"}, "-session-timeout must be positive"},
+		{"lock relative PATH", []string{"lock", "x", "--", "true"}, "must start with /"},
+		{"lock trailing slash", []string{"lock", "/x/", "--", "true"}, "must not end with /"},
+		{"lock empty -zk", []string{"lock", "-zk", ",", "/x", "--", "true"}, "-zk: no servers"},
+		{"sem missing -max", []string{"sem", "/x", "--", "true"}, "-max N is required"},
+		{"sem zero -max", []string{"sem", "-max", "0", "/x", "--", "true"}, "-max N is required"},
+		{"sem negative -max", []string{"sem", "-max", "-2", "/x", "--", "true"}, "-max N is required"},
+		{"sem -n above -max", []string{"sem", "-max", "2", "-n", "3", "/x", "--", "true"}, "-n 3: must be between 1 and -max (2)"},
+		{"sem zero -n", []string{"sem", "-max", "2", "-n", "0", "/x", "--", "true"}, "-n 0"},
+		{"sem missing CMD", []string{"sem", "-max", "2", "/x", "--"}, "missing CMD"},
+		{"ls missing PATH", []string{"ls"}, "missing PATH"},
+		{"ls two paths", []string{"ls", "/x", "/y"}, `unexpected argument "/y"`},
+		{"ls lock flag", []string{"ls", "-try", "/x"}, "flag provided but not defined: -try"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tt.args, &stdout, &stderr)
+		if code != exitUsage {
+			t.Errorf("%s: dsync %q exited %d; want %d", tt.name, tt.args, code, exitUsage)
+		}
+		if !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%s: stderr = %q; want it to contain %q", tt.name, stderr.String(), tt.want)
+		}
+		if !strings.Contains(stderr.String(), "usage: dsync") {
+			t.Errorf("%s: stderr = %q; want the usage", tt.name, stderr.String())
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%s: stdout = %q; want nothing", tt.name, stdout.String())
+		}
+	}
+}
+
+func TestHelpExits0(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"usage: dsync <command>", "lock", "sem", "ls", "Exit status"}},
+		{[]string{"help"}, []string{"usage: dsync <command>", "lock", "sem", "ls"}},
+		{[]string{"help", "lock"}, []string{"usage: dsync lock [flags] PATH -- CMD", "-try", "-lost", "Exit status"}},
+		{[]string{"help", "ls"}, []string{"usage: dsync ls [flags] PATH", "-zk"}},
+		{[]string{"lock", "-h"}, []string{"usage: dsync lock", "-grace", "-session-timeout", "-timeout"}},
+		{[]string{"sem", "-h"}, []string{"usage: dsync sem [flags] -max N [-n W] PATH -- CMD", "-max", "-n"}},
+		{[]string{"ls", "-h"}, []string{"usage: dsync ls"}},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), tt.args, &stdout, &stderr); code != 0 {
+			t.Errorf("dsync %q exited %d; want 0 (stderr %q)", tt.args, code, stderr.String())
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("dsync %q: stdout = %q; want it to contain %q", tt.args, stdout.String(), w)
+			}
+		}
+	}
+}
+
+// TestBinaryBadUsage checks that main passes run's status on.
+func TestBinaryBadUsage(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := dsyncRun(t, "lock", "/x")
+	if code != exitUsage || !strings.Contains(stderr, "usage: dsync lock") || stdout != "" {
+		t.Fatalf("dsync lock /x: exit %d, stdout %q, stderr %q; want exit 2 and the usage on stderr", code, stdout, stderr)
+	}
+}
