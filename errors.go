@@ -11,6 +11,10 @@ import (
 // default LossPolicy) or lost, or its node was deleted by someone else.
 var ErrLockLost = errors.New("dsync: lock lost")
 
+// ErrWouldBlock is returned by the non-waiting acquisitions (TryLockContext,
+// TryAcquireLeases) when others are ahead or there is no room.
+var ErrWouldBlock = errors.New("dsync: held by others")
+
 // ErrNilSession is returned by every operation of a primitive made with a
 // nil *zkconn.Session.
 var ErrNilSession = errors.New("dsync: nil session")

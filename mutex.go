@@ -66,20 +66,34 @@ func (m *Mutex) TryLock() bool {
 	if m.err != nil {
 		return false
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.q.sess.SessionTimeout())
+	defer cancel()
+	_, err := m.TryLockContext(ctx)
+	return err == nil
+}
+
+// TryLockContext locks m if no one holds it, without waiting for other
+// holders, and returns the hold context as LockContext does. If m is held
+// (here or elsewhere) it returns ErrWouldBlock; ctx bounds the requests to
+// ZooKeeper. It does not re-enter.
+func (m *Mutex) TryLockContext(ctx context.Context) (context.Context, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case m.gate <- struct{}{}:
 	default:
-		return false
+		return nil, ErrWouldBlock
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.q.sess.SessionTimeout())
-	defer cancel()
 	e, err := m.q.acquire(ctx, false)
 	if err != nil {
 		<-m.gate
-		return false
+		return nil, err
 	}
-	m.start(ctx, e)
-	return true
+	return m.start(ctx, e), nil
 }
 
 // LockContext locks m, blocking until the lock is held or ctx is done. On

@@ -244,6 +244,9 @@ func TestMutexCancelLeavesNothing(t *testing.T) {
 	if m.TryLock() {
 		t.Fatal("TryLock succeeded while held elsewhere")
 	}
+	if _, err := m.TryLockContext(context.Background()); !errors.Is(err, dsync.ErrWouldBlock) {
+		t.Fatalf("TryLockContext while held elsewhere = %v; want ErrWouldBlock", err)
+	}
 	for i := 0; i < 40; i++ {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(time.Duration(i%8)*250*time.Microsecond, cancel)
@@ -408,8 +411,9 @@ func TestMutexNodeDeleted(t *testing.T) {
 		t.Fatalf("cause = %v; want ErrLockLost (node deleted)", cause)
 	}
 	m.Unlock()
-	if !m.TryLock() {
-		t.Fatal("TryLock after a lost hold failed")
+	held, err = m.TryLockContext(context.Background())
+	if err != nil || held.Err() != nil {
+		t.Fatalf("TryLockContext after a lost hold = %v", err)
 	}
 	m.Unlock()
 }

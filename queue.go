@@ -80,15 +80,12 @@ type entry struct {
 	own   <-chan zk.Event // watch on node (getData): fires when it is deleted or written
 }
 
-// errNotFirst is what a non-waiting acquire finds when others are ahead.
-var errNotFirst = errors.New("dsync: not first in line")
-
 // errNodeGone means our node was deleted while we waited.
 var errNodeGone = errors.New("dsync: node deleted while waiting")
 
 // acquire puts a node of ours in the queue and, if wait is set, waits until
 // it is first. If the session is lost on the way, it starts again on the
-// next one. On failure (ctx.Err(), errNotFirst, or an error of the Session)
+// next one. On failure (ctx.Err(), ErrWouldBlock, or an error of the Session)
 // no node is left behind.
 func (q *queue) acquire(ctx context.Context, wait bool) (entry, error) {
 	for {
@@ -142,7 +139,7 @@ func (q *queue) await(ctx context.Context, h zkconn.Handle, node string, wait bo
 		return entry{}, err
 	}
 	if len(ahead) > 0 && !wait {
-		return entry{}, errNotFirst
+		return entry{}, ErrWouldBlock
 	}
 	for len(ahead) > 0 {
 		prev := q.path + "/" + ahead[len(ahead)-1].name

@@ -42,7 +42,9 @@ func (m *SemaphoreMutex) Lock() {
 // TryLock locks m if no one holds it, without waiting, and reports whether
 // it did.
 func (m *SemaphoreMutex) TryLock() bool {
-	ls, err := m.w.tryLeases(1)
+	ctx, cancel := context.WithTimeout(context.Background(), m.w.lock.sess.SessionTimeout())
+	defer cancel()
+	ls, err := m.w.TryAcquireLeases(ctx, 1)
 	if err != nil {
 		return false
 	}

@@ -115,7 +115,9 @@ func (w *Weighted) Acquire(ctx context.Context, n int64) error {
 // reports whether it did. It does talk to ZooKeeper (bounded by the session
 // timeout), and reports false if that fails.
 func (w *Weighted) TryAcquire(n int64) bool {
-	ls, err := w.tryLeases(n)
+	ctx, cancel := context.WithTimeout(context.Background(), w.lock.sess.SessionTimeout())
+	defer cancel()
+	ls, err := w.TryAcquireLeases(ctx, n)
 	if err != nil {
 		return false
 	}
@@ -123,13 +125,10 @@ func (w *Weighted) TryAcquire(n int64) bool {
 	return true
 }
 
-// tryLeases acquires n leases if they are free now.
-func (w *Weighted) tryLeases(n int64) ([]*Lease, error) {
-	if w.err != nil {
-		return nil, w.err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.lock.sess.SessionTimeout())
-	defer cancel()
+// TryAcquireLeases acquires n leases like AcquireLeases, but without waiting
+// for other acquirers or holders: if they are not free now it returns
+// ErrWouldBlock. ctx bounds the requests to ZooKeeper.
+func (w *Weighted) TryAcquireLeases(ctx context.Context, n int64) ([]*Lease, error) {
 	return w.acquire(ctx, n, false)
 }
 
@@ -209,7 +208,7 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait bool) ([]*Lease, e
 		select {
 		case w.gate <- struct{}{}:
 		default:
-			return nil, errNotFirst
+			return nil, ErrWouldBlock
 		}
 	}
 	defer func() { <-w.gate }()
@@ -295,7 +294,7 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait boo
 			return nodes, nil
 		}
 		if !wait {
-			return nodes, errNotFirst
+			return nodes, ErrWouldBlock
 		}
 		select {
 		case <-watch:

@@ -162,11 +162,18 @@ func TestWeightedTryAcquire(t *testing.T) {
 	if b.TryAcquire(2) {
 		t.Fatal("TryAcquire(2) with 1 free succeeded")
 	}
-	if !b.TryAcquire(1) {
-		t.Fatal("TryAcquire(1) with 1 free failed")
+	if _, err := b.TryAcquireLeases(context.Background(), 2); !errors.Is(err, dsync.ErrWouldBlock) {
+		t.Fatalf("TryAcquireLeases(2) with 1 free = %v; want ErrWouldBlock", err)
+	}
+	ls, err := b.TryAcquireLeases(context.Background(), 1)
+	if err != nil || len(ls) != 1 || ls[0].Context().Err() != nil {
+		t.Fatalf("TryAcquireLeases(1) with 1 free = %v, %v", ls, err)
+	}
+	if b.TryAcquire(1) {
+		t.Fatal("TryAcquire(1) with none free succeeded")
 	}
 	a.Release(2)
-	b.Release(1)
+	ls[0].Release()
 	assertEmpty(t, path)
 }
 

@@ -96,7 +96,7 @@ func acquire(ctx context.Context, name string, s *settings, sigs <-chan os.Signa
 				return r.sess, r.g, 0
 			}
 			switch {
-			case errors.Is(r.err, errHeld):
+			case errors.Is(r.err, dsync.ErrWouldBlock):
 				fmt.Fprintf(stderr, "dsync: %s is held\n", s.path)
 			case errors.Is(r.err, errTimedOut):
 				fmt.Fprintf(stderr, "dsync: timed out waiting for %s\n", s.path)
@@ -109,8 +109,8 @@ func acquire(ctx context.Context, name string, s *settings, sigs <-chan os.Signa
 }
 
 // take dials ZooKeeper and acquires the mutex or the leases. On failure it
-// closes the Session and returns the cause of ctx (errTimedOut, errHeld…)
-// when ctx ended the wait.
+// closes the Session and returns the cause of ctx (errTimedOut…) when ctx
+// ended the wait, or dsync.ErrWouldBlock under -try.
 func take(ctx context.Context, name string, s *settings, stderr io.Writer) (*zkconn.Session, *grant, error) {
 	sess, err := zkconn.Dial(ctx, s.servers,
 		zkconn.WithSessionTimeout(s.sessionTimeout),
@@ -121,24 +121,16 @@ func take(ctx context.Context, name string, s *settings, stderr io.Writer) (*zkc
 		}
 		return nil, nil, err
 	}
-	tctx := ctx
-	if s.try {
-		var cancel context.CancelCauseFunc
-		tctx, cancel = context.WithCancelCause(ctx)
-		stop := watchQueue(tctx, sess, name == "sem", s, cancel)
-		defer stop()
-		defer cancel(nil)
-	}
 	var g *grant
 	if name == "sem" {
-		g, err = takeLeases(tctx, sess, s)
+		g, err = takeLeases(ctx, sess, s)
 	} else {
-		g, err = takeMutex(tctx, sess, s)
+		g, err = takeMutex(ctx, sess, s)
 	}
 	if err != nil {
 		sess.Close()
-		if tctx.Err() != nil {
-			err = context.Cause(tctx)
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
 		}
 		return nil, nil, err
 	}
@@ -147,7 +139,11 @@ func take(ctx context.Context, name string, s *settings, stderr io.Writer) (*zkc
 
 func takeMutex(ctx context.Context, sess *zkconn.Session, s *settings) (*grant, error) {
 	m := dsync.NewMutex(sess, s.path)
-	held, err := m.LockContext(ctx)
+	lock := m.LockContext
+	if s.try {
+		lock = m.TryLockContext
+	}
+	held, err := lock(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +158,11 @@ func takeMutex(ctx context.Context, sess *zkconn.Session, s *settings) (*grant, 
 // them is lost.
 func takeLeases(ctx context.Context, sess *zkconn.Session, s *settings) (*grant, error) {
 	w := dsync.NewWeighted(sess, s.path, s.max)
-	leases, err := w.AcquireLeases(ctx, s.n)
+	acquire := w.AcquireLeases
+	if s.try {
+		acquire = w.TryAcquireLeases
+	}
+	leases, err := acquire(ctx, s.n)
 	if err != nil {
 		return nil, err
 	}
