@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -13,6 +15,7 @@ import (
 // prove it holds: on release (context.Canceled), or on loss (ErrLockLost).
 type hold struct {
 	entry
+	token   atomic.Int64 // czxid, once known
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	count   int           // re-entrancy depth (Mutex only)
@@ -24,16 +27,22 @@ type hold struct {
 // Mutex can recognise its own hold when the context comes back.
 type holdKey struct{ owner any }
 
-// newHold starts watching e for loss. parent gives the hold context its
-// values (not its deadline or cancellation).
-func newHold(parent context.Context, owner any, e entry, policy LossPolicy) *hold {
+// newHold starts a hold on e, watching it for loss if track is set (e.own
+// is then the watch on its node). parent gives the hold context its values
+// (not its deadline or cancellation).
+func newHold(parent context.Context, owner any, e entry, policy LossPolicy, track bool) *hold {
 	e.h = e.h.Refresh() // a suspension while waiting is over: watch the connection up now
 	hd := &hold{entry: e, count: 1, release: make(chan struct{}), done: make(chan struct{})}
+	hd.token.Store(e.czxid)
 	ctx := context.WithValue(context.WithoutCancel(parent), holdKey{owner}, hd)
 	hd.ctx, hd.cancel = context.WithCancelCause(ctx)
 	lost := e.h.Suspended()
 	if policy == LostOnExpiry {
 		lost = e.h.Lost()
+	}
+	if !track {
+		close(hd.done)
+		return hd
 	}
 	go hd.watch(e.own, lost)
 	return hd
@@ -76,6 +85,25 @@ func (hd *hold) watch(own <-chan zk.Event, lost <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// fencingToken returns the czxid of the hold's node, asking ZooKeeper
+// (within timeout) the first time if the acquisition did not learn it; 0 if
+// it cannot.
+func (hd *hold) fencingToken(timeout time.Duration) int64 {
+	if t := hd.token.Load(); t != 0 {
+		return t
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = hd.h.Do(ctx, func(c *zk.Conn) error {
+		_, st, err := c.Get(hd.node)
+		if err == nil {
+			hd.token.Store(st.Czxid)
+		}
+		return err
+	})
+	return hd.token.Load()
 }
 
 // end stops watching and cancels the hold context (with context.Canceled,

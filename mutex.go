@@ -41,7 +41,7 @@ var _ sync.Locker = (*Mutex)(nil)
 func NewMutex(sess *zkconn.Session, path string, opts ...Option) *Mutex {
 	o := newOptions(opts)
 	return &Mutex{
-		q:      queue{sess: sess, path: path, marker: lockMarker, data: o.data, track: true},
+		q:      queue{sess: sess, path: path, marker: lockMarker, data: o.data},
 		policy: o.policy,
 		err:    validate(sess, path),
 		gate:   make(chan struct{}, 1),
@@ -51,10 +51,12 @@ func NewMutex(sess *zkconn.Session, path string, opts ...Option) *Mutex {
 // Lock locks m, blocking until the lock is available. Like sync.Mutex.Lock it
 // cannot fail: it waits out disconnections and starts over on a new session
 // if the old one is lost. It panics if the lock can never be had (the Session
-// is closed, the path is bad, ZooKeeper refuses the node). Use LockContext
-// to bound the wait, handle those errors, and learn when the hold is lost.
+// is closed, the path is bad, ZooKeeper refuses the node). Lock gives no way
+// to learn that the hold was lost, so it does not watch for loss (which
+// saves a request per hold): use LockContext to bound the wait, handle those
+// errors, and learn when the hold is lost.
 func (m *Mutex) Lock() {
-	if _, err := m.LockContext(context.Background()); err != nil {
+	if _, err := m.lock(context.Background(), true, false); err != nil {
 		panic("dsync: Lock " + m.q.path + ": " + err.Error())
 	}
 }
@@ -68,7 +70,7 @@ func (m *Mutex) TryLock() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.q.sess.SessionTimeout())
 	defer cancel()
-	_, err := m.TryLockContext(ctx)
+	_, err := m.lock(ctx, false, false)
 	return err == nil
 }
 
@@ -77,23 +79,7 @@ func (m *Mutex) TryLock() bool {
 // (here or elsewhere) it returns ErrWouldBlock; ctx bounds the requests to
 // ZooKeeper. It does not re-enter.
 func (m *Mutex) TryLockContext(ctx context.Context) (context.Context, error) {
-	if m.err != nil {
-		return nil, m.err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	select {
-	case m.gate <- struct{}{}:
-	default:
-		return nil, ErrWouldBlock
-	}
-	e, err := m.q.acquire(ctx, false)
-	if err != nil {
-		<-m.gate
-		return nil, err
-	}
-	return m.start(ctx, e), nil
+	return m.lock(ctx, false, true)
 }
 
 // LockContext locks m, blocking until the lock is held or ctx is done. On
@@ -124,25 +110,41 @@ func (m *Mutex) LockContext(ctx context.Context) (context.Context, error) {
 		hd.count++
 		return hd.ctx, nil
 	}
-	select {
-	case m.gate <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	return m.lock(ctx, true, true)
+}
+
+// lock takes the gate, then a place in the queue (waiting for its turn if
+// wait is set), and starts a hold, watched for loss if track is set.
+func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, error) {
+	if m.err != nil {
+		return nil, m.err
 	}
-	e, err := m.q.acquire(ctx, true)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if wait {
+		select {
+		case m.gate <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	} else {
+		select {
+		case m.gate <- struct{}{}:
+		default:
+			return nil, ErrWouldBlock
+		}
+	}
+	e, err := m.q.acquire(ctx, wait, track)
 	if err != nil {
 		<-m.gate
 		return nil, err
 	}
-	return m.start(ctx, e), nil
-}
-
-func (m *Mutex) start(ctx context.Context, e entry) context.Context {
-	hd := newHold(ctx, m, e, m.policy)
+	hd := newHold(ctx, m, e, m.policy, track)
 	m.mu.Lock()
 	m.hold = hd
 	m.mu.Unlock()
-	return hd.ctx
+	return hd.ctx, nil
 }
 
 // Unlock releases one level of m's hold; the last level deletes the node,
@@ -170,13 +172,17 @@ func (m *Mutex) Unlock() {
 // held: the czxid of the lock node, which grows with every hold, across
 // holders and sessions. A resource that remembers the highest token it has
 // seen can refuse a holder that has lost the lock without knowing it.
+//
+// After Lock or TryLock, which do not watch the node, the first call asks
+// ZooKeeper for the czxid (bounded by the session timeout; 0 if it cannot).
 func (m *Mutex) Token() int64 {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.hold == nil {
+	hd := m.hold
+	m.mu.Unlock()
+	if hd == nil {
 		return 0
 	}
-	return m.hold.czxid
+	return hd.fencingToken(m.q.sess.SessionTimeout())
 }
 
 // Participants returns the nodes queued on m's path: the holder first, then

@@ -69,7 +69,6 @@ type queue struct {
 	path   string
 	marker string
 	data   []byte
-	track  bool // watch our own node while queued and learn its czxid (for holds)
 }
 
 // entry is a node of ours that reached the head of the queue.
@@ -84,10 +83,11 @@ type entry struct {
 var errNodeGone = errors.New("dsync: node deleted while waiting")
 
 // acquire puts a node of ours in the queue and, if wait is set, waits until
-// it is first. If the session is lost on the way, it starts again on the
-// next one. On failure (ctx.Err(), ErrWouldBlock, or an error of the Session)
-// no node is left behind.
-func (q *queue) acquire(ctx context.Context, wait bool) (entry, error) {
+// it is first. With track set it also watches the node (for a hold that
+// reports loss) and learns its czxid. If the session is lost on the way, it
+// starts again on the next one. On failure (ctx.Err(), ErrWouldBlock, or an
+// error of the Session) no node is left behind.
+func (q *queue) acquire(ctx context.Context, wait, track bool) (entry, error) {
 	for {
 		h, err := q.sess.Current(ctx)
 		if err != nil {
@@ -96,7 +96,7 @@ func (q *queue) acquire(ctx context.Context, wait bool) (entry, error) {
 		node, err := h.CreateProtected(ctx, q.path, q.marker, q.data)
 		if err == nil {
 			var e entry
-			e, err = q.await(ctx, h, node, wait)
+			e, err = q.await(ctx, h, node, wait, track)
 			if err == nil {
 				return e, nil
 			}
@@ -116,13 +116,13 @@ func (q *queue) acquire(ctx context.Context, wait bool) (entry, error) {
 // listing, node is first (a node created later sorts after node, so none
 // can have come between): no second listing. Otherwise it lists again,
 // since the nodes further ahead have most likely gone too.
-func (q *queue) await(ctx context.Context, h zkconn.Handle, node string, wait bool) (entry, error) {
+func (q *queue) await(ctx context.Context, h zkconn.Handle, node string, wait, track bool) (entry, error) {
 	e := entry{h: h, node: node}
 	name := node[len(q.path)+1:]
 	// Watch our own node (and learn its czxid, the fencing token) while the
 	// children are listed: two requests in one round trip.
 	ownc := make(chan error, 1)
-	if q.track {
+	if track {
 		go func() {
 			var err error
 			e.czxid, e.own, err = watchNode(ctx, h, node)

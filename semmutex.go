@@ -33,10 +33,14 @@ func NewSemaphoreMutex(sess *zkconn.Session, path string, opts ...Option) *Semap
 
 // Lock locks m, blocking until it is available; like Mutex.Lock it cannot
 // fail, and panics if the lock can never be had (closed Session, bad path).
+//
+// As with Mutex.Lock, nothing tells of a lost hold, so none is watched for.
 func (m *SemaphoreMutex) Lock() {
-	if _, err := m.LockContext(context.Background()); err != nil {
+	ls, err := m.w.acquire(context.Background(), 1, true, false)
+	if err != nil {
 		panic("dsync: Lock " + m.w.lock.path + ": " + err.Error())
 	}
+	m.start(ls[0])
 }
 
 // TryLock locks m if no one holds it, without waiting, and reports whether
@@ -44,7 +48,7 @@ func (m *SemaphoreMutex) Lock() {
 func (m *SemaphoreMutex) TryLock() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), m.w.lock.sess.SessionTimeout())
 	defer cancel()
-	ls, err := m.w.TryAcquireLeases(ctx, 1)
+	ls, err := m.w.acquire(ctx, 1, false, false)
 	if err != nil {
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dsync-go/dsync/zkconn"
 	"github.com/go-zookeeper/zk"
@@ -103,7 +104,7 @@ func newWeighted(sess *zkconn.Session, path string, opts []Option) *Weighted {
 // internal lock node is left behind. n <= 0 or n above the maximum is an
 // error at once (wrapping ErrWeight), where x/sync's would block forever.
 func (w *Weighted) Acquire(ctx context.Context, n int64) error {
-	ls, err := w.acquire(ctx, n, true)
+	ls, err := w.acquire(ctx, n, true, false)
 	if err != nil {
 		return err
 	}
@@ -117,7 +118,7 @@ func (w *Weighted) Acquire(ctx context.Context, n int64) error {
 func (w *Weighted) TryAcquire(n int64) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), w.lock.sess.SessionTimeout())
 	defer cancel()
-	ls, err := w.TryAcquireLeases(ctx, n)
+	ls, err := w.acquire(ctx, n, false, false)
 	if err != nil {
 		return false
 	}
@@ -129,7 +130,7 @@ func (w *Weighted) TryAcquire(n int64) bool {
 // for other acquirers or holders: if they are not free now it returns
 // ErrWouldBlock. ctx bounds the requests to ZooKeeper.
 func (w *Weighted) TryAcquireLeases(ctx context.Context, n int64) ([]*Lease, error) {
-	return w.acquire(ctx, n, false)
+	return w.acquire(ctx, n, false, true)
 }
 
 func (w *Weighted) keep(ls []*Lease) {
@@ -158,7 +159,7 @@ func (w *Weighted) Release(n int64) {
 // AcquireLeases acquires n leases like Acquire, and returns them to be
 // released one by one; Release does not see them.
 func (w *Weighted) AcquireLeases(ctx context.Context, n int64) ([]*Lease, error) {
-	return w.acquire(ctx, n, true)
+	return w.acquire(ctx, n, true, true)
 }
 
 // Participants returns the lease nodes at w's path in the order they were
@@ -186,9 +187,10 @@ func (w *Weighted) Participants(ctx context.Context) ([]Participant, error) {
 }
 
 // acquire takes the internal lock, creates n leases and, if wait is set,
-// waits until they fit under the maximum. If the session is lost on the way
-// it starts again on the next one.
-func (w *Weighted) acquire(ctx context.Context, n int64, wait bool) ([]*Lease, error) {
+// waits until they fit under the maximum; with track set, the leases are
+// watched for loss. If the session is lost on the way it starts again on the
+// next one.
+func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*Lease, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -213,7 +215,7 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait bool) ([]*Lease, e
 	}
 	defer func() { <-w.gate }()
 	for {
-		lk, err := w.lock.acquire(ctx, wait)
+		lk, err := w.lock.acquire(ctx, wait, false)
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +223,7 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait bool) ([]*Lease, e
 		nodes, err = w.grant(ctx, lk.h, n, wait)
 		var ls []*Lease
 		if err == nil {
-			ls, err = w.track(ctx, lk, nodes)
+			ls, err = w.start(ctx, lk, nodes, track)
 		} else {
 			lk.h.Delete(lk.node)
 		}
@@ -308,9 +310,9 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait boo
 	}
 }
 
-// track turns granted lease nodes into Leases, watching each for loss,
-// while the internal lock lk is released.
-func (w *Weighted) track(ctx context.Context, lk entry, nodes []string) ([]*Lease, error) {
+// start turns granted lease nodes into Leases (watching each for loss if
+// track is set), while the internal lock lk is released.
+func (w *Weighted) start(ctx context.Context, lk entry, nodes []string, track bool) ([]*Lease, error) {
 	released := make(chan struct{})
 	go func() {
 		<-lk.h.Delete(lk.node)
@@ -319,18 +321,20 @@ func (w *Weighted) track(ctx context.Context, lk entry, nodes []string) ([]*Leas
 	defer func() { <-released }()
 	ls := make([]*Lease, 0, len(nodes))
 	for i, p := range nodes {
-		czxid, own, err := watchNode(ctx, lk.h, p)
-		if err != nil {
-			for _, l := range ls {
-				l.Release()
+		e := entry{h: lk.h, node: p}
+		if track {
+			var err error
+			if e.czxid, e.own, err = watchNode(ctx, lk.h, p); err != nil {
+				for _, l := range ls {
+					l.Release()
+				}
+				for _, q := range nodes[i:] {
+					lk.h.Delete(q)
+				}
+				return nil, err
 			}
-			for _, q := range nodes[i:] {
-				lk.h.Delete(q)
-			}
-			return nil, err
 		}
-		e := entry{h: lk.h, node: p, czxid: czxid, own: own}
-		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy)})
+		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy, track), timeout: w.lock.sess.SessionTimeout()})
 	}
 	return ls, nil
 }
@@ -371,8 +375,9 @@ func contains(list []string, s string) bool {
 
 // A Lease is one lease of a Weighted, from AcquireLeases.
 type Lease struct {
-	hd   *hold
-	once sync.Once
+	hd      *hold
+	timeout time.Duration // bounds Token's request, if it needs one
+	once    sync.Once
 }
 
 // Path returns the lease's node path.
@@ -383,7 +388,7 @@ func (l *Lease) Path() string { return l.hd.node }
 func (l *Lease) Context() context.Context { return l.hd.ctx }
 
 // Token returns the lease node's czxid, a fencing token.
-func (l *Lease) Token() int64 { return l.hd.czxid }
+func (l *Lease) Token() int64 { return l.hd.fencingToken(l.timeout) }
 
 // Release gives the lease back (deleting its node, or, after a loss,
 // deleting it if it still exists). Releasing a Lease twice panics.
