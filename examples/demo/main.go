@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -77,7 +78,8 @@ func run(ctx context.Context, zk string) error {
 done`
 	var locks []*exec.Cmd
 	for _, name := range []string{"first", "second"} {
-		locks = append(locks, command(ctx, append(env, "DSYNC="+filepath.Join(bin, "dsync"), "NAME="+name), "sh", "-c", script))
+		vars := slices.Concat(env, []string{"DSYNC=" + filepath.Join(bin, "dsync"), "NAME=" + name})
+		locks = append(locks, command(ctx, vars, "sh", "-c", script))
 	}
 	return together(locks)
 }
