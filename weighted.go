@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"sync"
 	"time"
 
@@ -334,7 +335,7 @@ func (w *Weighted) start(ctx context.Context, lk entry, nodes []string, track bo
 				return nil, err
 			}
 		}
-		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy, track), timeout: w.lock.sess.SessionTimeout()})
+		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy, track), data: w.leases.data, timeout: w.lock.sess.SessionTimeout()})
 	}
 	return ls, nil
 }
@@ -376,12 +377,20 @@ func contains(list []string, s string) bool {
 // A Lease is one lease of a Weighted, from AcquireLeases.
 type Lease struct {
 	hd      *hold
+	data    []byte
 	timeout time.Duration // bounds Token's request, if it needs one
 	once    sync.Once
 }
 
-// Path returns the lease's node path.
+// Node returns the name of the lease's node, _c_<uuid>-lease-<sequence>.
+func (l *Lease) Node() string { return path.Base(l.hd.node) }
+
+// Path returns the full path of the lease's node.
 func (l *Lease) Path() string { return l.hd.node }
+
+// Data returns the data of the lease's node (see WithData). The caller must
+// not modify it.
+func (l *Lease) Data() []byte { return l.data }
 
 // Context returns a context canceled when the lease ends: by Release (cause
 // context.Canceled) or by loss (cause wrapping ErrLockLost).

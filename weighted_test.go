@@ -232,10 +232,13 @@ func TestWeightedCancelLeavesNothing(t *testing.T) {
 
 func TestWeightedLeases(t *testing.T) {
 	path := lockPath(t)
-	w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 3)
+	w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 3, dsync.WithData([]byte("me")))
 	ls, err := w.AcquireLeases(context.Background(), 2)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("AcquireLeases = %v, %v", ls, err)
+	}
+	if _, rest, ok := zkconn.ParseProtected(ls[0].Node()); !ok || !strings.HasPrefix(rest, "lease-") || string(ls[0].Data()) != "me" {
+		t.Fatalf("lease node %q, data %q; want _c_<uuid>-lease-<seq> and \"me\"", ls[0].Node(), ls[0].Data())
 	}
 	ps, err := w.Participants(context.Background())
 	if err != nil || len(ps) != 2 || ps[0].Path != ls[0].Path() || ps[1].Path != ls[1].Path() {
