@@ -55,7 +55,8 @@ func run(ctx context.Context, zk string) error {
 	}
 	defer os.RemoveAll(bin)
 	say("building examples/workers and the dsync command")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./examples/workers", "./dsync")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin,
+		"github.com/dsync-go/dsync/examples/workers", "github.com/dsync-go/dsync/dsync")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("go build: %w", err)
