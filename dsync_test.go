@@ -70,15 +70,7 @@ func lockPath(t testing.TB) string {
 
 // observer is a plain go-zookeeper connection for looking at what the
 // primitives left in ZooKeeper.
-func observer(t testing.TB, addrs ...string) *zk.Conn {
-	t.Helper()
-	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func observer(t testing.TB, addrs ...string) *zk.Conn { return zktest.Observer(t, addrs...) }
 
 // children lists path's children (none if path does not exist).
 func children(t testing.TB, c *zk.Conn, path string) []string {
@@ -93,37 +85,5 @@ func children(t testing.TB, c *zk.Conn, path string) []string {
 // awaitChildren blocks until path has exactly n children, using watches.
 func awaitChildren(t testing.TB, c *zk.Conn, path string, n int) []string {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		ok, _, ew, err := c.ExistsW(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			if n == 0 {
-				return nil
-			}
-			select {
-			case <-ew:
-				continue
-			case <-deadline:
-				t.Fatalf("%s never appeared", path)
-			}
-		}
-		kids, _, w, err := c.ChildrenW(path)
-		if err == zk.ErrNoNode {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(kids) == n {
-			return kids
-		}
-		select {
-		case <-w:
-		case <-deadline:
-			t.Fatalf("%s has children %v; want %d", path, kids, n)
-		}
-	}
+	return zktest.AwaitChildren(t, c, path, n)
 }

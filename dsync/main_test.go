@@ -236,52 +236,12 @@ func dial(t testing.TB, addr string) *zkconn.Session {
 	return s
 }
 
-// observer is a plain go-zookeeper connection for looking at what dsync
-// left in ZooKeeper.
-func observer(t testing.TB) *zk.Conn {
-	t.Helper()
-	c, _, err := zk.Connect([]string{shared.Addr()}, 10*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+// observer is a plain connection for looking at what dsync left in
+// ZooKeeper.
+func observer(t testing.TB) *zk.Conn { return zktest.Observer(t, shared.Addr()) }
 
 // awaitChildren blocks until path has exactly n children, using watches.
 func awaitChildren(t testing.TB, c *zk.Conn, path string, n int) []string {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		ok, _, ew, err := c.ExistsW(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			if n == 0 {
-				return nil
-			}
-			select {
-			case <-ew:
-				continue
-			case <-deadline:
-				t.Fatalf("%s never appeared", path)
-			}
-		}
-		kids, _, w, err := c.ChildrenW(path)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(kids) == n {
-			return kids
-		}
-		select {
-		case <-w:
-		case <-deadline:
-			t.Fatalf("%s has children %v; want %d", path, kids, n)
-		}
-	}
+	return zktest.AwaitChildren(t, c, path, n)
 }

@@ -15,6 +15,7 @@ import (
 	"math/rand"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/dsync-go/dsync"
 	"github.com/dsync-go/dsync/zkconn"
+	"github.com/go-zookeeper/zk"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -71,17 +73,21 @@ func run(ctx context.Context, servers []string, path, name string, jobs, local i
 			}
 			defer sem.Release(1)
 			n := mine.Add(1)
-			holders, err := holderNames(ctx, sem.(*dsync.Weighted))
+			defer mine.Add(-1)
+			// Show who runs now, everywhere: each job registers while it
+			// holds its lease, so the register never lists more than the
+			// semaphore allows.
+			running, done, err := register(ctx, sess, path+"-running", name)
 			if err != nil {
 				return err
 			}
+			defer done()
 			fmt.Printf("[%s] job %2d running   (here %d/%d, everywhere %d/%d: %s)\n",
-				name, job, n, local, len(holders), global, strings.Join(holders, " "))
-			if int64(len(holders)) > global {
-				return fmt.Errorf("global bound broken: %d holders", len(holders))
+				name, job, n, local, len(running), global, strings.Join(running, " "))
+			if int64(len(running)) > global {
+				return fmt.Errorf("global bound broken: %d running", len(running))
 			}
 			time.Sleep(work/2 + time.Duration(rand.Int63n(int64(work))))
-			mine.Add(-1)
 			return nil
 		})
 	}
@@ -92,17 +98,32 @@ func run(ctx context.Context, servers []string, path, name string, jobs, local i
 	return nil
 }
 
-// holderNames lists who holds leases now, by the data each process wrote.
-func holderNames(ctx context.Context, w *dsync.Weighted) ([]string, error) {
-	ps, err := w.Participants(ctx)
+// register adds an ephemeral node for this job under dir and returns the
+// names of the jobs registered now, and a func that removes the node.
+func register(ctx context.Context, sess *zkconn.Session, dir, name string) ([]string, func(), error) {
+	h, err := sess.Current(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var names []string
-	for _, p := range ps {
-		if !p.Waiting {
-			names = append(names, string(p.Data))
-		}
+	node, err := h.CreateProtected(ctx, dir, name+"-", nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	return names, nil
+	done := func() { h.Delete(node) }
+	var children []string
+	err = h.Do(ctx, func(c *zk.Conn) (err error) {
+		children, _, err = c.Children(dir)
+		return err
+	})
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	names := make([]string, len(children))
+	for i, c := range children {
+		_, rest, _ := zkconn.ParseProtected(c)
+		names[i], _, _ = strings.Cut(rest, "-")
+	}
+	sort.Strings(names)
+	return names, done, nil
 }
