@@ -168,9 +168,9 @@ func (w *Weighted) AcquireLeases(ctx context.Context, n int64) ([]*Lease, error)
 // nodes of the one acquirer that holds the internal lock while it waits for
 // room are there too, marked Waiting: they count against the maximum but are
 // not held yet. Other acquirers wait without lease nodes. It reads the leases,
-// then the internal lock: two reads, not one snapshot, so under churn it can
-// show a moment's overlap (a lease granted just after the first read, next to
-// one released just before it).
+// then the internal lock: two reads, not one snapshot, so under churn a
+// lease still waiting at the first read shows as held if its acquirer got
+// room before the second.
 func (w *Weighted) Participants(ctx context.Context) ([]Participant, error) {
 	if w.err != nil {
 		return nil, w.err
