@@ -223,33 +223,37 @@ func (s *Session) setStateLocked(st State, id int64) {
 	s.cfg.logger.Log(context.Background(), level, "zkconn: session "+st.String(), "session", fmt.Sprintf("%#x", ev.SessionID))
 }
 
-// run authenticates new connections and gives up a session that has been
-// suspended for longer than the session timeout, replacing its *zk.Conn so
-// the client cannot quietly resume it later.
+// run authenticates new connections, gives up a session that has been
+// suspended for longer than the session timeout (replacing its *zk.Conn, so
+// the client cannot quietly resume it later), and starts a new *zk.Conn
+// when there is none.
 func (s *Session) run() {
 	defer s.bg.Done()
 	for {
 		s.mu.Lock()
 		c, at := s.cur, s.expireAt
 		s.mu.Unlock()
-		if !c.authed {
+		var fire <-chan time.Time
+		switch {
+		case c == nil:
+			if !s.replace(nil) {
+				fire = time.After(time.Second) // the servers did not resolve: try again
+			}
+		case !c.authed:
 			s.authenticate(c)
 			continue
-		}
-		var fire <-chan time.Time
-		t := time.NewTimer(time.Until(at))
-		if !at.IsZero() {
-			fire = t.C
+		case !at.IsZero():
+			fire = time.After(time.Until(at))
 		}
 		select {
 		case <-s.kick:
 		case <-fire:
-			s.giveUp(c)
+			if c != nil {
+				s.giveUp(c)
+			}
 		case <-s.closing:
-			t.Stop()
 			return
 		}
-		t.Stop()
 	}
 }
 
@@ -277,7 +281,7 @@ func (s *Session) authenticate(c *client) {
 }
 
 // giveUp declares c's session lost once it has stayed suspended past the
-// session timeout, and starts over on a new *zk.Conn.
+// session timeout, closes c and starts over on a new *zk.Conn.
 func (s *Session) giveUp(c *client) {
 	s.mu.Lock()
 	if s.closed || s.cur != c || s.state != StateSuspended || time.Now().Before(s.expireAt) {
@@ -285,17 +289,27 @@ func (s *Session) giveUp(c *client) {
 		return
 	}
 	s.loseLocked(fmt.Errorf("%w: disconnected for longer than the session timeout (%v)", ErrSessionLost, s.cfg.sessionTimeout))
-	next, err := s.newClientLocked()
-	if err == nil {
-		s.cur = next
-	}
+	s.cur = nil
 	s.mu.Unlock()
-	if err != nil {
-		// The server list did not resolve: keep the old connection trying.
-		s.cfg.logger.Error("zkconn: cannot start a new connection", "err", err)
-		return
-	}
 	c.conn.Close()
+	s.replace(nil)
+}
+
+// replace starts a new *zk.Conn if the Session is open and its current one
+// is old. It reports false if the server list did not resolve.
+func (s *Session) replace(old *client) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.cur != old {
+		return true
+	}
+	next, err := s.newClientLocked()
+	if err != nil {
+		s.cfg.logger.Error("zkconn: cannot start a new connection", "err", err)
+		return false
+	}
+	s.cur = next
+	return true
 }
 
 // Current returns a Handle on the live ZooKeeper session, waiting while
@@ -360,7 +374,9 @@ func (s *Session) Close() error {
 		close(s.closing)
 		c := s.cur
 		s.mu.Unlock()
-		c.conn.Close()
+		if c != nil {
+			c.conn.Close()
+		}
 		s.bg.Wait()
 	})
 	return nil
