@@ -7,7 +7,12 @@
 //	InterProcessMutex                Mutex (sync.Locker; LockContext re-enters)
 //	InterProcessSemaphoreV2          Weighted (the Semaphore interface)
 //	InterProcessSemaphoreMutex       SemaphoreMutex
-//	SharedCount                      Count
+//	SharedCount                      Count (a Value[int32])
+//	SharedValue                      Value[T], with a Codec
+//
+// Lock, TryLock, Acquire and TryAcquire keep the shapes of sync and x/sync.
+// Their context-aware counterparts (LockContext, TryLockContext,
+// AcquireLeases, TryAcquireLeases) return what tells of a lost hold.
 //
 // Every primitive works through a zkconn.Session, which carries one
 // ZooKeeper session at a time for the whole process and replaces it when it
