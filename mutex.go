@@ -25,8 +25,8 @@ import (
 type Mutex struct {
 	q      queue
 	policy LossPolicy
-	err    error         // bad input found by NewMutex
-	gate   chan struct{} // one goroutine of this process at a time
+	err    error // bad input found by NewMutex
+	gate   gate  // one goroutine of this process at a time
 
 	mu   sync.Mutex
 	hold *hold
@@ -44,7 +44,7 @@ func NewMutex(sess *zkconn.Session, path string, opts ...Option) *Mutex {
 		q:      queue{sess: sess, path: path, marker: lockMarker, data: o.data},
 		policy: o.policy,
 		err:    validate(sess, path),
-		gate:   make(chan struct{}, 1),
+		gate:   newGate(),
 	}
 }
 
@@ -122,22 +122,12 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if wait {
-		select {
-		case m.gate <- struct{}{}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	} else {
-		select {
-		case m.gate <- struct{}{}:
-		default:
-			return nil, ErrWouldBlock
-		}
+	if err := m.gate.enter(ctx, wait); err != nil {
+		return nil, err
 	}
 	e, err := m.q.acquire(ctx, wait, track)
 	if err != nil {
-		<-m.gate
+		m.gate.leave()
 		return nil, err
 	}
 	hd := newHold(ctx, m, e, m.policy, track)
@@ -165,7 +155,7 @@ func (m *Mutex) Unlock() {
 	m.hold = nil
 	m.mu.Unlock()
 	hd.end()
-	<-m.gate
+	m.gate.leave()
 }
 
 // Token returns the fencing token of the current hold, or 0 if m is not

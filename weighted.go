@@ -57,7 +57,7 @@ type Weighted struct {
 	max    int64  // fixed maximum, or 0 with count
 	count  *Count // shared maximum, or nil
 	err    error
-	gate   chan struct{} // one acquirer of this process at a time
+	gate   gate // one acquirer of this process at a time
 
 	mu   sync.Mutex
 	held []*Lease // taken by Acquire and TryAcquire, for Release
@@ -95,7 +95,7 @@ func newWeighted(sess *zkconn.Session, path string, opts []Option) *Weighted {
 		leases: queue{sess: sess, path: path + "/leases", marker: leaseMarker, data: o.data},
 		policy: o.policy,
 		err:    validate(sess, path),
-		gate:   make(chan struct{}, 1),
+		gate:   newGate(),
 	}
 }
 
@@ -204,20 +204,10 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if wait {
-		select {
-		case w.gate <- struct{}{}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	} else {
-		select {
-		case w.gate <- struct{}{}:
-		default:
-			return nil, ErrWouldBlock
-		}
+	if err := w.gate.enter(ctx, wait); err != nil {
+		return nil, err
 	}
-	defer func() { <-w.gate }()
+	defer w.gate.leave()
 	for {
 		lk, err := w.lock.acquire(ctx, wait, false)
 		if err != nil {

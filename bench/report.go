@@ -32,78 +32,68 @@ func report(info runInfo, sessions []int, results []cell) string {
 
 	fmt.Fprintf(&b, "## Throughput, acquire latency and ZooKeeper requests per cycle\n\n")
 	fmt.Fprintf(&b, "ops/s: cycles per second, all sessions together. p50, p99: acquire latency in ms. req: requests the server received per cycle. dsync/peer: ratio of ops/s (above 1: dsync is faster).\n\n")
-	b.WriteString("| primitive | sessions | dsync ops/s | p50 | p99 | req |")
-	for _, p := range peers {
-		fmt.Fprintf(&b, " %s ops/s | p50 | p99 | req |", p)
-	}
-	for _, p := range peers {
-		fmt.Fprintf(&b, " dsync/%s |", p)
-	}
-	b.WriteString("\n|---|--:|--:|--:|--:|--:|")
-	for range peers {
-		b.WriteString("--:|--:|--:|--:|")
-	}
-	for range peers {
-		b.WriteString("--:|")
-	}
-	b.WriteString("\n")
-	for _, w := range workloads {
-		for _, n := range sessions {
-			d, ok := find(results, w.key, n, "dsync")
-			if !ok {
-				continue
-			}
-			fmt.Fprintf(&b, "| %s | %d | %s |", w.title, n, stats(d))
-			for _, p := range peers {
-				if r, ok := find(results, w.key, n, p); ok {
-					fmt.Fprintf(&b, " %s |", stats(r))
-				} else {
-					b.WriteString(" — | — | — | — |")
-				}
-			}
-			for _, p := range peers {
-				if r, ok := find(results, w.key, n, p); ok && r.opsPerSec() > 0 {
-					fmt.Fprintf(&b, " %.2f× |", d.opsPerSec()/r.opsPerSec())
-				} else {
-					b.WriteString(" — |")
-				}
-			}
-			b.WriteString("\n")
-		}
-	}
+	table(&b, sessions, results, []string{"ops/s", "p50", "p99", "req"}, stats, true)
 
 	fmt.Fprintf(&b, "\n## Requests per cycle: writes + reads\n\n")
 	fmt.Fprintf(&b, "Writes: create, delete (mntr zk_cnt_updatelatency). Reads: getChildren, getData, exists, and pings (zk_cnt_readlatency).\n\n")
-	b.WriteString("| primitive | sessions | dsync |")
-	for _, p := range peers {
-		fmt.Fprintf(&b, " %s |", p)
-	}
-	b.WriteString("\n|---|--:|--:|")
-	for range peers {
-		b.WriteString("--:|")
-	}
-	b.WriteString("\n")
-	for _, w := range workloads {
-		for _, n := range sessions {
-			d, ok := find(results, w.key, n, "dsync")
-			if !ok {
-				continue
-			}
-			fmt.Fprintf(&b, "| %s | %d | %s |", w.title, n, split(d))
-			for _, p := range peers {
-				if r, ok := find(results, w.key, n, p); ok {
-					fmt.Fprintf(&b, " %s |", split(r))
-				} else {
-					b.WriteString(" — |")
-				}
-			}
-			b.WriteString("\n")
-		}
-	}
+	table(&b, sessions, results, []string{""}, split, false)
 
 	b.WriteString(method)
 	fmt.Fprintf(&b, "  In this run that is at most %.3f requests per cycle in any dsync or zk.Lock cell.\n", pingBound(info, results))
 	return b.String()
+}
+
+// table writes one Markdown row per workload and session count: the cells
+// format makes of dsync's result and of each peer's (headed by cols, "—"
+// where a peer has no such workload), then, with ratios, dsync's ops/s over
+// each peer's.
+func table(b *strings.Builder, sessions []int, results []cell, cols []string, format func(result) string, ratios bool) {
+	heads := func(name string) string { // the first column names the implementation
+		h := append([]string{strings.TrimSpace(name + " " + cols[0])}, cols[1:]...)
+		return strings.Join(h, " | ")
+	}
+	right := strings.Repeat("--:|", len(cols))
+	missing := strings.TrimSuffix(strings.Repeat(" — |", len(cols)), " |")
+	b.WriteString("| primitive | sessions | " + heads("dsync") + " |")
+	rule := "\n|---|--:|" + right
+	for _, p := range peers {
+		b.WriteString(" " + heads(p) + " |")
+		rule += right
+	}
+	if ratios {
+		for _, p := range peers {
+			fmt.Fprintf(b, " dsync/%s |", p)
+			rule += "--:|"
+		}
+	}
+	b.WriteString(rule + "\n")
+	for _, w := range workloads {
+		for _, n := range sessions {
+			d, ok := find(results, w.key, n, "dsync")
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %d | %s |", w.title, n, format(d))
+			for _, p := range peers {
+				if r, ok := find(results, w.key, n, p); ok {
+					fmt.Fprintf(b, " %s |", format(r))
+				} else {
+					b.WriteString(missing + " |")
+				}
+			}
+			for _, p := range peers {
+				if !ratios {
+					break
+				}
+				if r, ok := find(results, w.key, n, p); ok && r.opsPerSec() > 0 {
+					fmt.Fprintf(b, " %.2f× |", d.opsPerSec()/r.opsPerSec())
+				} else {
+					b.WriteString(" — |")
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
 }
 
 // stats formats ops/s, p50, p99 and requests per cycle as four cells.
