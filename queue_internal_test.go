@@ -1,0 +1,61 @@
+package dsync
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestSequence(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seq  int32
+		ok   bool
+	}{
+		{"_c_8f2d6c1e-3b1a-4c55-9a43-0d5e6f7a8b9c-lock-0000000042", 42, true},
+		{"_c_0123456789abcdef0123456789abcdef-lock-0000000007", 7, true}, // go-zookeeper's zk.Lock
+		{"lock-lock-0000000003", 3, true},                                // the last marker counts
+		{"x-lock-2147483647", 2147483647, true},
+		{"x-lock--2147483648", -2147483648, true}, // wrapped past 2^31
+		{"x-lock-2147483648", 0, false},
+		{"x-lock-", 0, false},
+		{"x-lock-12a", 0, false},
+		{"no-marker-0000000001", 0, false},
+	} {
+		seq, ok := sequence(tc.name, lockMarker)
+		if seq != tc.seq || ok != tc.ok {
+			t.Errorf("sequence(%q) = %d, %v; want %d, %v", tc.name, seq, ok, tc.seq, tc.ok)
+		}
+	}
+}
+
+func TestOrder(t *testing.T) {
+	got := order([]string{
+		"_c_b-lock-0000000003", "other", "_c_a-lock--000000005", "_c_c-lock-0000000001", "another",
+	}, lockMarker)
+	var names []string
+	for _, q := range got {
+		names = append(names, q.name)
+	}
+	want := "_c_a-lock--000000005 _c_c-lock-0000000001 _c_b-lock-0000000003 another other"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("order = %v; want %s", names, want)
+	}
+}
+
+func FuzzSequence(f *testing.F) {
+	f.Add("_c_x-lock-0000000042")
+	f.Add("lock--1")
+	f.Fuzz(func(t *testing.T, name string) {
+		seq, ok := sequence(name, lockMarker)
+		if !ok {
+			return
+		}
+		// What parsed is the tail after the last marker, a decimal int32.
+		tail := name[strings.LastIndex(name, lockMarker)+len(lockMarker):]
+		var back int32
+		if _, err := fmt.Sscanf(tail, "%d", &back); err != nil || back != seq {
+			t.Fatalf("sequence(%q) = %d; the tail %q reads %d (%v)", name, seq, tail, back, err)
+		}
+	})
+}
