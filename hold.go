@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dsync-go/dsync/zkconn"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -14,7 +15,8 @@ import (
 // context is canceled, with a cause, the moment the holder can no longer
 // prove it holds: on release (context.Canceled), or on loss (ErrLockLost).
 type hold struct {
-	entry
+	h       zkconn.Handle
+	node    string       // full path
 	token   atomic.Int64 // czxid, once known
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -31,18 +33,18 @@ type holdKey struct{ owner any }
 // is then the watch on its node). parent gives the hold context its values
 // (not its deadline or cancellation).
 func newHold(parent context.Context, owner any, e entry, policy LossPolicy, track bool) *hold {
-	e.h = e.h.Refresh() // a suspension while waiting is over: watch the connection up now
-	hd := &hold{entry: e, count: 1, release: make(chan struct{}), done: make(chan struct{})}
+	hd := &hold{h: e.h, node: e.node, count: 1, release: make(chan struct{}), done: make(chan struct{})}
 	hd.token.Store(e.czxid)
 	ctx := context.WithValue(context.WithoutCancel(parent), holdKey{owner}, hd)
 	hd.ctx, hd.cancel = context.WithCancelCause(ctx)
-	lost := e.h.Suspended()
-	if policy == LostOnExpiry {
-		lost = e.h.Lost()
-	}
 	if !track {
 		close(hd.done)
 		return hd
+	}
+	hd.h = hd.h.Refresh() // a suspension while waiting is over: watch the connection up now
+	lost := hd.h.Suspended()
+	if policy == LostOnExpiry {
+		lost = hd.h.Lost()
 	}
 	go hd.watch(e.own, lost)
 	return hd

@@ -57,7 +57,7 @@ func NewMutex(sess *zkconn.Session, path string, opts ...Option) *Mutex {
 // errors, and learn when the hold is lost.
 func (m *Mutex) Lock() {
 	if _, err := m.lock(context.Background(), true, false); err != nil {
-		panic("dsync: Lock " + m.q.path + ": " + err.Error())
+		panic("dsync: Lock: " + err.Error()) // err names the path
 	}
 }
 

@@ -594,3 +594,25 @@ func TestMutexCutWhileWaiting(t *testing.T) {
 	}
 	m.Unlock()
 }
+
+// TestMutexRefused: ZooKeeper refusing the node is an error that names the
+// path and wraps ZooKeeper's, and Lock panics with it.
+func TestMutexRefused(t *testing.T) {
+	parent := lockPath(t)
+	obs := observer(t, shared.Addr())
+	if _, err := obs.Create("/dsync-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := obs.Create(parent, nil, 0, zk.WorldACL(zk.PermRead)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	m := dsync.NewMutex(dial(t, []string{shared.Addr()}), parent+"/lock")
+	_, err := m.LockContext(context.Background())
+	if !errors.Is(err, zk.ErrNoAuth) || !strings.Contains(err.Error(), parent+"/lock") {
+		t.Fatalf("LockContext under a read-only parent = %v; want zk.ErrNoAuth naming the path", err)
+	}
+	expectPanic(t, "dsync: Lock: ", m.Lock)
+	if kids := children(t, obs, parent); len(kids) != 0 {
+		t.Fatalf("children left: %v", kids)
+	}
+}

@@ -85,8 +85,8 @@ var errNodeGone = errors.New("dsync: node deleted while waiting")
 // acquire puts a node of ours in the queue and, if wait is set, waits until
 // it is first. With track set it also watches the node (for a hold that
 // reports loss) and learns its czxid. If the session is lost on the way, it
-// starts again on the next one. On failure (ctx.Err(), ErrWouldBlock, or an
-// error of the Session) no node is left behind.
+// starts again on the next one. On failure (ctx.Err(), ErrWouldBlock, or
+// another error, which names the path) no node is left behind.
 func (q *queue) acquire(ctx context.Context, wait, track bool) (entry, error) {
 	for {
 		h, err := q.sess.Current(ctx)
@@ -106,9 +106,20 @@ func (q *queue) acquire(ctx context.Context, wait, track bool) (entry, error) {
 			return entry{}, ctx.Err()
 		}
 		if !errors.Is(err, zkconn.ErrSessionLost) && !errors.Is(err, errNodeGone) {
-			return entry{}, err
+			return entry{}, withPath(q.path, err)
 		}
 	}
+}
+
+// withPath adds path to an error of an acquisition, unless it is one the
+// contracts return as is (ctx.Err(), ErrWouldBlock, bad input).
+func withPath(path string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, ErrWouldBlock), errors.Is(err, ErrWeight), errors.Is(err, ErrBadPath):
+		return err
+	}
+	return fmt.Errorf("dsync: %s: %w", path, err)
 }
 
 // await waits until node is first in line (see queue). It watches the node

@@ -38,7 +38,7 @@ func NewSemaphoreMutex(sess *zkconn.Session, path string, opts ...Option) *Semap
 func (m *SemaphoreMutex) Lock() {
 	ls, err := m.w.acquire(context.Background(), 1, true, false)
 	if err != nil {
-		panic("dsync: Lock " + m.w.lock.path + ": " + err.Error())
+		panic("dsync: Lock: " + err.Error()) // err names the path
 	}
 	m.start(ls[0])
 }

@@ -347,29 +347,14 @@ func pauseOrDone(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// current reads the value with a getData watch on h's session, creating the
-// node holding the seed if it is missing, and returns the value and the
-// watch: a one-shot channel owned by go-zookeeper that receives one event
-// when the node is next written or deleted, or an EventNotWatching when h's
-// session ends (see zkconn.Handle.Wait). It does not move to another
-// session: on ErrSessionLost the caller starts again with a new Handle.
-//
-// If the data cannot be decoded, current returns the version, the watch
-// (which is set) and an error wrapping ErrDecode. On any other error the
-// channel is nil; the error is ctx.Err(), the error the Value was made with,
-// or one wrapping ErrSessionLost, ErrClosed or ZooKeeper's error.
-func (v *Value[T]) current(ctx context.Context, h zkconn.Handle) (Versioned[T], <-chan zk.Event, error) {
-	if v.err != nil {
-		return Versioned[T]{}, nil, v.err
-	}
-	got, _, watch, err := v.read(ctx, h, true)
-	return got, watch, err
-}
-
 // read gets the node's data on h's session (setting a getData watch if watch
 // is true) and decodes it, creating the node holding the seed if it is
-// missing. Errors are as for current; the Stat is nil unless the node was
-// read.
+// missing. It does not move to another session: on ErrSessionLost the caller
+// starts again with a new Handle. If the data cannot be decoded, it returns
+// the version, the Stat, the watch (which is set) and an error wrapping
+// ErrDecode; on any other error the Stat and the watch are nil and the error
+// is ctx.Err() or one wrapping ErrSessionLost, ErrClosed or ZooKeeper's.
+// The semaphore uses it (with the watch) to follow a shared maximum.
 func (v *Value[T]) read(ctx context.Context, h zkconn.Handle, watch bool) (Versioned[T], *zk.Stat, <-chan zk.Event, error) {
 	for {
 		var (

@@ -82,8 +82,12 @@ func NewWeighted(sess *zkconn.Session, path string, max int64, opts ...Option) *
 func NewWeightedCount(sess *zkconn.Session, path string, count *Count, opts ...Option) *Weighted {
 	w := newWeighted(sess, path, opts)
 	w.count = count
-	if w.err == nil && count == nil {
+	switch {
+	case w.err != nil:
+	case count == nil:
 		w.err = errors.New("dsync: nil count")
+	case count.err != nil:
+		w.err = count.err
 	}
 	return w
 }
@@ -209,7 +213,7 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 	}
 	defer w.gate.leave()
 	for {
-		lk, err := w.lock.acquire(ctx, wait, false)
+		lk, err := w.lock.acquire(ctx, wait, false) // errors carry the path already
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +232,7 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 			return nil, ctx.Err()
 		}
 		if !errors.Is(err, zkconn.ErrSessionLost) && !errors.Is(err, errNodeGone) {
-			return nil, err
+			return nil, withPath(w.leases.path, err)
 		}
 	}
 }
@@ -304,31 +308,40 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait boo
 	}
 }
 
-// start turns granted lease nodes into Leases (watching each for loss if
-// track is set), while the internal lock lk is released.
+// start turns granted lease nodes into Leases and releases the internal
+// lock lk. With track set, it watches each lease for loss (and learns its
+// token) while lk is released: one round trip for both.
 func (w *Weighted) start(ctx context.Context, lk entry, nodes []string, track bool) ([]*Lease, error) {
+	ls := make([]*Lease, 0, len(nodes))
+	lease := func(e entry) {
+		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy, track), data: w.leases.data, timeout: w.lock.sess.SessionTimeout()})
+	}
+	if !track {
+		lk.h.Delete(lk.node)
+		for _, p := range nodes {
+			lease(entry{h: lk.h, node: p})
+		}
+		return ls, nil
+	}
 	released := make(chan struct{})
 	go func() {
 		<-lk.h.Delete(lk.node)
 		close(released)
 	}()
 	defer func() { <-released }()
-	ls := make([]*Lease, 0, len(nodes))
 	for i, p := range nodes {
 		e := entry{h: lk.h, node: p}
-		if track {
-			var err error
-			if e.czxid, e.own, err = watchNode(ctx, lk.h, p); err != nil {
-				for _, l := range ls {
-					l.Release()
-				}
-				for _, q := range nodes[i:] {
-					lk.h.Delete(q)
-				}
-				return nil, err
+		var err error
+		if e.czxid, e.own, err = watchNode(ctx, lk.h, p); err != nil {
+			for _, l := range ls {
+				l.Release()
 			}
+			for _, q := range nodes[i:] {
+				lk.h.Delete(q)
+			}
+			return nil, err
 		}
-		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy, track), data: w.leases.data, timeout: w.lock.sess.SessionTimeout()})
+		lease(e)
 	}
 	return ls, nil
 }
@@ -339,7 +352,7 @@ func (w *Weighted) limit(ctx context.Context, h zkconn.Handle) (int64, <-chan zk
 	if w.count == nil {
 		return w.max, nil, nil
 	}
-	v, watch, err := w.count.current(ctx, h)
+	v, _, watch, err := w.count.read(ctx, h, true)
 	return int64(v.Value), watch, err
 }
 

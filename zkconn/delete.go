@@ -55,7 +55,7 @@ func (h Handle) forgetProtected(parent, prefix string) {
 // connection is up, then on a goroutine the Session owns.
 func (h Handle) guarantee(what string, op func(*zk.Conn) error) <-chan struct{} {
 	done := make(chan struct{})
-	if h.Err() == nil && h.isConnected() {
+	if h.isConnected() {
 		if err := op(h.Conn()); !transient(err) {
 			h.report(what, err)
 			close(done)
@@ -88,7 +88,7 @@ func (h Handle) report(what string, err error) {
 	h.s.cfg.logger.Error("zkconn: "+what+" failed", "err", err)
 }
 
-// isConnected reports whether h's session has a connection up now.
+// isConnected reports whether h's session is alive with a connection up now.
 func (h Handle) isConnected() bool {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()

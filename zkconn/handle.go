@@ -97,13 +97,6 @@ func (h Handle) ready(ctx context.Context) (chan struct{}, error) {
 	}
 }
 
-// Ready blocks until h's session is connected (after a suspension, until it
-// is reconnected). On failure it returns ctx.Err() or h.Err().
-func (h Handle) Ready(ctx context.Context) error {
-	_, err := h.ready(ctx)
-	return err
-}
-
 // Do runs op with h's connection, retrying it after a reconnect each time it
 // fails only because the connection dropped. It is for requests that are safe
 // to repeat (reads, deletes, versioned writes). It returns op's error, or

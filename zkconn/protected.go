@@ -75,13 +75,10 @@ func ParseProtected(name string) (uuid, rest string, ok bool) {
 // ErrBadPath or go-zookeeper's error) no node is left behind: one that may
 // exist is deleted in the background (see Delete).
 func (h Handle) CreateProtected(ctx context.Context, parent, name string, data []byte) (string, error) {
-	if err := ValidatePath(parent); err != nil {
-		return "", err
-	}
 	if name == "" || strings.ContainsRune(name, '/') {
 		return "", fmt.Errorf("%w: node name %q must be non-empty and free of /", ErrBadPath, name)
 	}
-	if err := ValidatePath(parent + "/" + name); err != nil {
+	if err := ValidatePath(parent + "/" + name); err != nil { // and so parent too
 		return "", err
 	}
 	prefix := ProtectedPrefix + newUUID() + "-"
