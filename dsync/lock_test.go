@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,21 +53,28 @@ func maxInside(t *testing.T, log string, n int) int {
 	return most
 }
 
-func TestLockExcludes(t *testing.T) {
-	t.Parallel()
-	const runs = 3
-	path := lockPath(t)
+// together runs dsync with args (a subcommand, its flags and PATH) runs
+// times at once, each running critical, and returns the most runs that were
+// inside at once.
+func together(t *testing.T, runs int, args ...string) int {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), "log")
 	procs := make([]*proc, runs)
 	for i := range procs {
-		procs[i] = start(t, "lock", "-zk", shared.Addr(), path, "--", "sh", "-c", critical, "sh", log)
+		procs[i] = start(t, slices.Concat(args, []string{"--", "sh", "-c", critical, "sh", log})...)
 	}
 	for _, p := range procs {
 		if code := p.wait(t, time.Minute); code != 0 {
-			t.Fatalf("dsync lock exited %d; stderr:\n%s", code, &p.stderr)
+			t.Fatalf("dsync %s exited %d; stderr:\n%s", args[0], code, &p.stderr)
 		}
 	}
-	if most := maxInside(t, log, runs); most != 1 {
+	return maxInside(t, log, runs)
+}
+
+func TestLockExcludes(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	if most := together(t, 3, "lock", "-zk", shared.Addr(), path); most != 1 {
 		t.Fatalf("%d runs held the lock at once; want 1", most)
 	}
 	if kids := awaitChildren(t, observer(t), path, 0); len(kids) != 0 {

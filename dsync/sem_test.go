@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +11,8 @@ import (
 
 func TestSemLimitsHolders(t *testing.T) {
 	t.Parallel()
-	const runs = 3
 	path := lockPath(t)
-	log := filepath.Join(t.TempDir(), "log")
-	procs := make([]*proc, runs)
-	for i := range procs {
-		procs[i] = start(t, "sem", "-max", "2", "-zk", shared.Addr(), path, "--", "sh", "-c", critical, "sh", log)
-	}
-	for _, p := range procs {
-		if code := p.wait(t, time.Minute); code != 0 {
-			t.Fatalf("dsync sem exited %d; stderr:\n%s", code, &p.stderr)
-		}
-	}
-	if most := maxInside(t, log, runs); most > 2 {
+	if most := together(t, 3, "sem", "-max", "2", "-zk", shared.Addr(), path); most > 2 {
 		t.Fatalf("%d runs held leases at once; want at most 2", most)
 	}
 	obs := observer(t)
