@@ -17,6 +17,7 @@ import (
 type hold struct {
 	h       zkconn.Handle
 	node    string       // full path
+	fire    []string     // signals to send as node is deleted (entry.fire)
 	token   atomic.Int64 // czxid, once known
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -33,7 +34,7 @@ type holdKey struct{ owner any }
 // is then the watch on its node). parent gives the hold context its values
 // (not its deadline or cancellation).
 func newHold(parent context.Context, owner any, e entry, policy LossPolicy, track bool) *hold {
-	hd := &hold{h: e.h, node: e.node, count: 1, release: make(chan struct{}), done: make(chan struct{})}
+	hd := &hold{h: e.h, node: e.node, fire: e.fire, count: 1, release: make(chan struct{}), done: make(chan struct{})}
 	hd.token.Store(e.czxid)
 	ctx := context.WithValue(context.WithoutCancel(parent), holdKey{owner}, hd)
 	hd.ctx, hd.cancel = context.WithCancelCause(ctx)
@@ -109,11 +110,12 @@ func (hd *hold) fencingToken(timeout time.Duration) int64 {
 }
 
 // end stops watching and cancels the hold context (with context.Canceled,
-// unless it was lost first), then deletes the node: at once if the
-// connection is up, else in the background (zkconn.Handle.Delete).
+// unless it was lost first), then deletes the node, sending its signals (a
+// queue head's handoff): at once if the connection is up, else in the
+// background (zkconn.Handle.Delete).
 func (hd *hold) end() {
 	hd.cancel(context.Canceled)
 	close(hd.release)
 	<-hd.done
-	hd.h.Delete(hd.node)
+	hd.h.Delete(hd.node, hd.fire...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,8 +63,23 @@ func order(children []string, marker string) []queued {
 // A queue is the sequential-node waiting line every primitive is built on:
 // each contender creates a protected EPHEMERAL_SEQUENTIAL node under path and
 // is first in line when no node with a lower sequence number is left. A
-// waiter watches only the node just before its own, so one departure wakes
-// one waiter.
+// waiter watches only the node just ahead of its own (getData), so one
+// departure wakes one waiter.
+//
+// A waiter whose predecessor was first at its last listing is first when
+// that node goes: a node created later sorts after its own, so none can have
+// come between. Deeper in line, a departure alone proves nothing (the node
+// may have given up, or expired, with nodes still ahead of it), and listing
+// again would put a round trip on the path of every handoff. So when the
+// predecessor is a node of ours (zkconn.IsNative), the waiter also sets an
+// exists watch on the predecessor's handoff signal (handoffPath): the head of
+// a queue deletes its node and sends that signal in one transaction, and no
+// one else sends it while the waiter waits (see entry.fire). The signal
+// proves the waiter first; a departure without it (a giving up, an expiry,
+// a Curator node) makes the waiter list again. A contended handoff is then
+// one transaction and one notification: a waiter costs a create, a listing,
+// the watches and the delete, and one more listing only after a departure
+// other than a handoff.
 type queue struct {
 	sess   *zkconn.Session
 	path   string
@@ -71,13 +87,30 @@ type queue struct {
 	data   []byte
 }
 
-// entry is a node of ours that reached the head of the queue.
+// handoffSuffix makes a node's handoff signal path from its own.
+const handoffSuffix = ".handoff"
+
+func handoffPath(node string) string { return node + handoffSuffix }
+
+// entry is a node of ours in a queue, or one that reached its head.
 type entry struct {
 	h     zkconn.Handle
 	node  string // full path
 	czxid int64
 	own   <-chan zk.Event // watch on node (getData): fires when it is deleted or written
+	// fire lists the signals to send as node is deleted (zkconn.Handle.Delete
+	// sends them only if node is still there): the handoff signal of a head
+	// of the queue, and those of predecessors whose watch (set by us) has not
+	// fired, so that no watch is left behind. While our node exists no other
+	// waiter can be watching one of the latter: a waiter created before ours
+	// sorts ahead of it and would have been our predecessor instead, unless
+	// it was gone by then; one created after lists ours and follows ours or
+	// one behind it.
+	fire []string
 }
+
+// remove deletes e's node, sending e.fire (see zkconn.Handle.Delete).
+func (e entry) remove() <-chan struct{} { return e.h.Delete(e.node, e.fire...) }
 
 // errNodeGone means our node was deleted while we waited.
 var errNodeGone = errors.New("dsync: node deleted while waiting")
@@ -93,14 +126,13 @@ func (q *queue) acquire(ctx context.Context, wait, track bool) (entry, error) {
 		if err != nil {
 			return entry{}, err
 		}
-		node, err := h.CreateProtected(ctx, q.path, q.marker, q.data)
+		e, err := q.join(ctx, h, wait, track)
 		if err == nil {
-			var e entry
-			e, err = q.await(ctx, h, node, wait, track)
-			if err == nil {
-				return e, nil
-			}
-			h.Delete(node)
+			e.fire = append(e.fire, handoffPath(e.node))
+			return e, nil
+		}
+		if e.node != "" {
+			e.remove()
 		}
 		if ctx.Err() != nil {
 			return entry{}, ctx.Err()
@@ -122,75 +154,163 @@ func withPath(path string, err error) error {
 	return fmt.Errorf("dsync: %s: %w", path, err)
 }
 
-// await waits until node is first in line (see queue). It watches the node
-// just ahead of its own; when that one goes and it was first in the last
-// listing, node is first (a node created later sorts after node, so none
-// can have come between): no second listing. Otherwise it lists again,
-// since the nodes further ahead have most likely gone too.
-func (q *queue) await(ctx context.Context, h zkconn.Handle, node string, wait, track bool) (entry, error) {
-	e := entry{h: h, node: node}
-	name := node[len(q.path)+1:]
-	// Watch our own node (and learn its czxid, the fencing token) while the
-	// children are listed: two requests in one round trip.
-	ownc := make(chan error, 1)
-	if track {
-		go func() {
-			var err error
-			e.czxid, e.own, err = watchNode(ctx, h, node)
-			ownc <- err
-		}()
-	} else {
-		ownc <- nil
-	}
-	ahead, err := q.ahead(ctx, h, name)
-	if ownErr := <-ownc; err == nil {
-		err = ownErr
+// join creates a node of ours in h's session and waits until it is first
+// (see queue); with track set it watches the node. It returns the entry
+// made so far with any error, for the caller to remove.
+func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (entry, error) {
+	e := entry{h: h}
+	ahead, err := q.create(ctx, &e)
+	if err == nil && track {
+		e.czxid, e.own, err = watchNode(ctx, h, e.node)
 	}
 	if err != nil {
-		return entry{}, err
+		return e, err
 	}
-	if len(ahead) > 0 && !wait {
-		return entry{}, ErrWouldBlock
-	}
-	for len(ahead) > 0 {
-		prev := q.path + "/" + ahead[len(ahead)-1].name
-		var watch <-chan zk.Event
-		err := h.Do(ctx, func(c *zk.Conn) (err error) {
-			_, _, watch, err = c.GetW(prev)
+	return e, q.await(ctx, &e, ahead, wait)
+}
+
+// create creates e's node while listing the queue, and returns the nodes
+// ahead of it. The listing is sent from another goroutine while the create
+// is, so that both take one round trip; ZooKeeper answers a session's
+// requests in order, so a listing sent after the create includes the node.
+// One that went out first lacks it, and then create lists again.
+func (q *queue) create(ctx context.Context, e *entry) ([]queued, error) {
+	listed := make(chan error, 1)
+	var children []string
+	go func() {
+		listed <- e.h.Do(ctx, func(c *zk.Conn) (err error) {
+			children, _, err = c.Children(q.path)
 			return err
 		})
-		gone := errors.Is(err, zk.ErrNoNode)
-		if err != nil && !gone {
-			return entry{}, err
-		}
-		if !gone {
-			select {
-			case ev := <-watch:
-				gone = ev.Type == zk.EventNodeDeleted
-			case ev := <-e.own:
-				if ev.Type == zk.EventNodeDeleted {
-					return entry{}, errNodeGone
-				}
-				if _, e.own, err = watchNode(ctx, h, node); err != nil {
-					return entry{}, err
-				}
-			case <-ctx.Done():
-				return entry{}, ctx.Err()
-			case <-h.Lost():
-				return entry{}, h.Err()
-			}
-		}
-		switch {
-		case !gone:
-		case len(ahead) == 1:
-			ahead = nil
-		default:
-			if ahead, err = q.ahead(ctx, h, name); err != nil {
-				return entry{}, err
-			}
+	}()
+	var err error
+	e.node, err = e.h.CreateProtected(ctx, q.path, q.marker, q.data)
+	lerr := <-listed
+	if err != nil {
+		return nil, err
+	}
+	name := e.node[len(q.path)+1:]
+	if lerr == nil {
+		line := order(children, q.marker)
+		if i := indexOf(line, name); i >= 0 {
+			return line[:i], nil
 		}
 	}
-	return e, nil
+	return q.ahead(ctx, e.h, name)
+}
+
+// await waits until e's node is first in line, given the nodes ahead of it
+// at the last listing (see queue).
+func (q *queue) await(ctx context.Context, e *entry, ahead []queued, wait bool) error {
+	if len(ahead) > 0 && !wait {
+		return ErrWouldBlock
+	}
+	name := e.node[len(q.path)+1:]
+	for len(ahead) > 0 {
+		prev := ahead[len(ahead)-1].name
+		first, err := q.follow(ctx, e, prev, len(ahead) == 1)
+		if err != nil || first {
+			return err
+		}
+		if ahead, err = q.ahead(ctx, e.h, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow waits until prev, the node ahead of e's, is gone, and reports
+// whether e's node is then first: prev was first at the last listing, or
+// sent its handoff signal.
+func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (bool, error) {
+	h := e.h
+	path := q.path + "/" + prev
+	var handoff signal
+	if !first && zkconn.IsNative(prev) {
+		var err error
+		if handoff, err = watchSignal(ctx, e, handoffPath(path)); err != nil {
+			return false, err
+		}
+	}
+	for {
+		var watch <-chan zk.Event
+		err := h.Do(ctx, func(c *zk.Conn) (err error) {
+			_, _, watch, err = c.GetW(path)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return first || handoff.fired(e), nil
+		}
+		if err != nil {
+			return false, err
+		}
+		select {
+		case ev := <-watch:
+			if ev.Type == zk.EventNodeDeleted {
+				return first || handoff.fired(e), nil
+			}
+			// Written to (a revocation request, say), or the session
+			// ended: watch again, or fail.
+		case ev := <-handoff.watch:
+			if handoff.took(e, ev) {
+				return true, nil
+			}
+		case ev := <-e.own:
+			if ev.Type == zk.EventNodeDeleted {
+				return false, errNodeGone
+			}
+			var err error
+			if _, e.own, err = watchNode(ctx, h, e.node); err != nil {
+				return false, err
+			}
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-h.Lost():
+			return false, h.Err()
+		}
+	}
+}
+
+// A signal is an exists watch on a path no node is at, set by one of our
+// waiters (see queue). Its watch is nil when none was set.
+type signal struct {
+	path  string
+	watch <-chan zk.Event
+}
+
+// fired reports, without waiting, whether s was sent (see took).
+func (s *signal) fired(e *entry) bool {
+	select {
+	case ev := <-s.watch:
+		return s.took(e, ev)
+	default:
+		return false
+	}
+}
+
+// took handles ev, the event of s's watch, which is then no longer set (so
+// s.path leaves e.fire), and reports whether s was sent.
+func (s *signal) took(e *entry, ev zk.Event) bool {
+	s.watch = nil
+	e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == s.path })
+	return ev.Type == zk.EventNodeCreated
+}
+
+// watchSignal sets an exists watch on path and adds path to e.fire until
+// the watch fires. If a node is at path, it is no signal: it returns one
+// with no watch (the watch set stays with that node).
+func watchSignal(ctx context.Context, e *entry, path string) (signal, error) {
+	s := signal{path: path}
+	var there bool
+	err := e.h.Do(ctx, func(c *zk.Conn) (err error) {
+		there, _, s.watch, err = c.ExistsW(path)
+		return err
+	})
+	if err != nil || there {
+		return signal{}, err
+	}
+	e.fire = append(e.fire, path)
+	return s, nil
 }
 
 // ahead lists the queue and returns the nodes ahead of name, in order. It

@@ -223,7 +223,7 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 		if err == nil {
 			ls, err = w.start(ctx, lk, nodes, track)
 		} else {
-			lk.h.Delete(lk.node)
+			lk.remove()
 		}
 		if err == nil {
 			return ls, nil
@@ -317,7 +317,7 @@ func (w *Weighted) start(ctx context.Context, lk entry, nodes []string, track bo
 		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy, track), data: w.leases.data, timeout: w.lock.sess.SessionTimeout()})
 	}
 	if !track {
-		lk.h.Delete(lk.node)
+		lk.remove()
 		for _, p := range nodes {
 			lease(entry{h: lk.h, node: p})
 		}
@@ -325,7 +325,7 @@ func (w *Weighted) start(ctx context.Context, lk entry, nodes []string, track bo
 	}
 	released := make(chan struct{})
 	go func() {
-		<-lk.h.Delete(lk.node)
+		<-lk.remove()
 		close(released)
 	}()
 	defer func() { <-released }()

@@ -14,12 +14,29 @@ import (
 // background until the node is deleted, is found gone, or h's session is
 // lost or the Session closed (either removes h's ephemeral nodes anyway).
 //
+// Each path in fire is a signal sent with the delete: in the same
+// transaction, and only if the node at path still exists, a node is created
+// there and deleted again. Nothing ever sees it, but exists watches set on
+// it fire (zk.EventNodeCreated). If a signal cannot be sent (a node is
+// already there, say) the node at path is deleted without signals.
+//
 // The returned channel is closed when Delete is done (at once if the first
 // attempt settled it); reading it is optional. Close waits for background
 // deletes. Errors other than a lost connection (no permission, say) are
 // logged, not retried.
-func (h Handle) Delete(path string) <-chan struct{} {
+func (h Handle) Delete(path string, fire ...string) <-chan struct{} {
 	return h.guarantee("delete "+path, func(c *zk.Conn) error {
+		if len(fire) > 0 {
+			ops := make([]any, 0, 2*len(fire)+1)
+			for _, p := range fire {
+				ops = append(ops, &zk.CreateRequest{Path: p, Acl: h.s.cfg.acl}, &zk.DeleteRequest{Path: p, Version: -1})
+			}
+			_, err := c.Multi(append(ops, &zk.DeleteRequest{Path: path, Version: -1})...)
+			if err == nil || transient(err) || ended(err) {
+				return err
+			}
+			// The node is gone, or a signal could not be sent: delete alone.
+		}
 		if err := c.Delete(path, -1); !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}

@@ -30,6 +30,12 @@ func transient(err error) bool {
 		errors.Is(err, zk.ErrSessionMoved)
 }
 
+// ended reports whether err means that the session or the client is gone.
+func ended(err error) bool {
+	return errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) ||
+		errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed)
+}
+
 // sessionError maps the errors go-zookeeper returns when a session or the
 // whole client is gone onto ErrSessionLost and ErrClosed, keeping the cause
 // for errors.Is. Other errors are returned unchanged.

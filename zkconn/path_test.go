@@ -72,8 +72,8 @@ func FuzzValidatePath(f *testing.F) {
 
 func TestParseProtected(t *testing.T) {
 	u := newUUID()
-	if len(u) != 36 || u[14] != '4' {
-		t.Fatalf("newUUID() = %q; want a 36-char version 4 UUID", u)
+	if len(u) != 36 || u[14] != '8' {
+		t.Fatalf("newUUID() = %q; want a 36-char version 8 UUID", u)
 	}
 	for _, tc := range []struct {
 		name, uuid, rest string
@@ -90,6 +90,22 @@ func TestParseProtected(t *testing.T) {
 		uuid, rest, ok := ParseProtected(tc.name)
 		if uuid != tc.uuid || rest != tc.rest || ok != tc.ok {
 			t.Errorf("ParseProtected(%q) = %q, %q, %v; want %q, %q, %v", tc.name, uuid, rest, ok, tc.uuid, tc.rest, tc.ok)
+		}
+	}
+}
+
+func TestIsNative(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"_c_" + newUUID() + "-lock-0000000001", true},
+		{"_c_9b6e2a3c-5d4f-4e1a-8c7b-0a1b2c3d4e5f-lock-0000000001", false}, // Curator's version 4
+		{"_c_0123456789abcdef0123456789abcdef-lock-0000000001", false},     // go-zookeeper's
+		{"lock-0000000001", false},
+	} {
+		if got := IsNative(tc.name); got != tc.want {
+			t.Errorf("IsNative(%q) = %v; want %v", tc.name, got, tc.want)
 		}
 	}
 }

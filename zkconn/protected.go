@@ -17,12 +17,17 @@ const ProtectedPrefix = "_c_"
 
 const uuidLen = 36
 
+// uuidVersion is the version of the UUIDs CreateProtected writes: 8, the
+// version RFC 9562 leaves to applications, with every other bit random.
+// Curator writes random version 4 UUIDs; the version tells the nodes apart.
+const uuidVersion = '8'
+
 func newUUID() string {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("zkconn: crypto/rand failed: " + err.Error())
 	}
-	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[6] = b[6]&0x0f | 0x80 // version 8
 	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
 	const hex = "0123456789abcdef"
 	out := make([]byte, 0, uuidLen)
@@ -58,6 +63,14 @@ func ParseProtected(name string) (uuid, rest string, ok bool) {
 		return "", "", false
 	}
 	return uuid, name[len(ProtectedPrefix)+uuidLen+1:], true
+}
+
+// IsNative reports whether name is a protected node name written by
+// CreateProtected (of this or another process), rather than by Curator or
+// another client.
+func IsNative(name string) bool {
+	uuid, _, ok := ParseProtected(name)
+	return ok && uuid[14] == uuidVersion
 }
 
 // CreateProtected creates an EPHEMERAL_SEQUENTIAL node named

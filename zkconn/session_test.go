@@ -314,6 +314,81 @@ func TestCreateProtected(t *testing.T) {
 	}
 }
 
+// TestDeleteFires: Delete sends its signals in the transaction that
+// deletes the node, and only if the node is there; a signal it cannot send
+// does not stop the delete.
+func TestDeleteFires(t *testing.T) {
+	s := dial(t, []string{shared.Addr()})
+	h := current(t, s)
+	observer := current(t, dial(t, []string{shared.Addr()}))
+	ctx := context.Background()
+	root := testRoot(t)
+	node := func() string {
+		p, err := h.CreateProtected(ctx, root, "lock-", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	watchSignal := func(sig string) <-chan zk.Event {
+		there, _, w, err := observer.Conn().ExistsW(sig)
+		if err != nil || there {
+			t.Fatalf("ExistsW(%s) = %v, %v; want a watch on no node", sig, there, err)
+		}
+		return w
+	}
+	// fired reports whether w fired before a read the observer sends now
+	// (ZooKeeper sends a watch event before the replies that follow it).
+	fired := func(w <-chan zk.Event) (zk.Event, bool) {
+		if _, _, err := observer.Conn().Exists(root); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-w:
+			return ev, true
+		default:
+			return zk.Event{}, false
+		}
+	}
+	gone := func(p string) {
+		t.Helper()
+		if there, _, err := observer.Conn().Exists(p); err != nil || there {
+			t.Fatalf("Exists(%s) = %v, %v after Delete; want gone", p, there, err)
+		}
+	}
+
+	p := node()
+	a, b := watchSignal(p+".a"), watchSignal(p+".b")
+	<-h.Delete(p, p+".a", p+".b")
+	for _, w := range []<-chan zk.Event{a, b} {
+		if ev, ok := fired(w); !ok || ev.Type != zk.EventNodeCreated {
+			t.Fatalf("signal watch: %v, fired %v; want EventNodeCreated", ev.Type, ok)
+		}
+	}
+	gone(p)
+	gone(p + ".a")
+
+	// The node already gone: no signal.
+	p = node()
+	w := watchSignal(p + ".a")
+	<-h.Delete(p)
+	<-h.Delete(p, p+".a")
+	if ev, ok := fired(w); ok {
+		t.Fatalf("signal fired (%v) though the node was gone", ev.Type)
+	}
+
+	// A node in the way of a signal: the delete goes ahead without it.
+	p = node()
+	if _, err := observer.Conn().Create(p+".a", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	<-h.Delete(p, p+".a")
+	gone(p)
+	if there, _, err := observer.Conn().Exists(p + ".a"); err != nil || !there {
+		t.Fatalf("Exists(%s.a) = %v, %v; want the node in the way kept", p, there, err)
+	}
+}
+
 // TestContainerParents: the parents CreateProtected makes are CONTAINER
 // nodes, which the server removes once their last child is gone.
 func TestContainerParents(t *testing.T) {

@@ -31,6 +31,8 @@ type Proxy struct {
 	filter filter                  // for new connections
 	closed bool
 
+	requests atomic.Int64 // see Requests
+
 	wg        sync.WaitGroup // every goroutine the proxy started
 	closeOnce sync.Once
 }
@@ -183,7 +185,7 @@ func (p *Proxy) accept() {
 			return
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		c := &proxyConn{client: conn, ctx: ctx, cancel: cancel}
+		c := &proxyConn{client: conn, ctx: ctx, cancel: cancel, counter: requestCounter{p: p}}
 		c.filter.Store(int32(p.filter))
 		p.conns[c] = struct{}{}
 		p.wg.Add(1)
@@ -225,10 +227,11 @@ func (p *Proxy) forget(c *proxyConn) {
 
 // proxyConn is one client connection and its connection to the target.
 type proxyConn struct {
-	client net.Conn
-	ctx    context.Context // canceled by close; ends the dial
-	cancel context.CancelFunc
-	filter atomic.Int32 // a filter: what to drop
+	client  net.Conn
+	ctx     context.Context // canceled by close; ends the dial
+	cancel  context.CancelFunc
+	filter  atomic.Int32   // a filter: what to drop
+	counter requestCounter // of what the client sends; used by one goroutine
 
 	mu       sync.Mutex
 	upstream net.Conn
@@ -272,6 +275,9 @@ func (c *proxyConn) pipe(dst, src net.Conn, dir direction) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 && !c.drops(dir) {
+			if dir == toTarget {
+				c.counter.read(buf[:n])
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				break
 			}

@@ -47,12 +47,16 @@ func TestProxyForwards(t *testing.T) {
 	if n := p.Conns(); n != 1 {
 		t.Errorf("Conns() with one client = %d; want 1", n)
 	}
+	before := p.Requests()
 	if _, err := c.Create("/through", []byte("proxy"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatalf("Create through the proxy error: %v", err)
 	}
 	data, _, err := c.Get("/through")
 	if err != nil || string(data) != "proxy" {
 		t.Errorf("Get through the proxy = %q, %v; want proxy, nil", data, err)
+	}
+	if n := p.Requests() - before; n != 2 {
+		t.Errorf("Requests() grew by %d over a create and a get; want 2", n)
 	}
 	c.Close()
 	// Closing the client ends its connection through the proxy.
