@@ -35,7 +35,7 @@ func report(info runInfo, sessions []int, results []cell) string {
 	table(&b, sessions, results, []string{"ops/s", "p50", "p99", "req"}, stats, true)
 
 	fmt.Fprintf(&b, "\n## Requests per cycle: writes + reads\n\n")
-	fmt.Fprintf(&b, "Writes: create, delete (mntr zk_cnt_updatelatency). Reads: getChildren, getData, exists, and pings (zk_cnt_readlatency).\n\n")
+	fmt.Fprintf(&b, "Writes: create, delete, multi (dsync's release is one multi) (mntr zk_cnt_updatelatency). Reads: getChildren, getData, exists, and pings (zk_cnt_readlatency).\n\n")
 	table(&b, sessions, results, []string{""}, split, false)
 
 	b.WriteString(method)
