@@ -128,7 +128,6 @@ func (q *queue) acquire(ctx context.Context, wait, track bool) (entry, error) {
 		}
 		e, err := q.join(ctx, h, wait, track)
 		if err == nil {
-			e.fire = append(e.fire, handoffPath(e.node))
 			return e, nil
 		}
 		if e.node != "" {
@@ -166,7 +165,16 @@ func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (en
 	if err != nil {
 		return e, err
 	}
-	return e, q.await(ctx, &e, ahead, wait)
+	if err := q.await(ctx, &e, ahead, wait); err != nil {
+		return e, err
+	}
+	// A node first in line when it was created was first in every listing
+	// since, so no waiter watches its handoff signal; one that waited sends
+	// it when it leaves.
+	if len(ahead) > 0 {
+		e.fire = append(e.fire, handoffPath(e.node))
+	}
+	return e, nil
 }
 
 // create creates e's node while listing the queue, and returns the nodes
