@@ -121,3 +121,24 @@ func TestReportAndChart(t *testing.T) {
 		}
 	}
 }
+
+func TestMedian(t *testing.T) {
+	r := func(ops int64) result { return result{ops: ops, seconds: 1} }
+	for _, tc := range []struct {
+		in   []int64
+		want int64
+	}{
+		{[]int64{5}, 5},
+		{[]int64{3, 1, 2}, 2},
+		{[]int64{4, 1}, 1},
+		{[]int64{9, 7, 8, 1, 2}, 7},
+	} {
+		var rs []result
+		for _, o := range tc.in {
+			rs = append(rs, r(o))
+		}
+		if got := median(rs); got.ops != tc.want {
+			t.Errorf("median(%v) = %d ops; want %d", tc.in, got.ops, tc.want)
+		}
+	}
+}

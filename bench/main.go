@@ -12,15 +12,19 @@
 // *zk.Conn for zk.Lock, a Curator client (in one JVM) for Curator — and
 // records cycles per second, the median and 99th percentile of the acquire
 // latency, and the requests the server received per cycle (from its mntr
-// counters).
+// counters). The implementations in this process (dsync, zk.Lock) run in
+// rounds, taking turns, and each cell keeps its median round (by cycles per
+// second), so that a passing load on a shared machine does not decide a
+// ratio; Curator, a JVM per run, runs once for as long as the rounds take.
 //
 // It prints a Markdown table and writes it to bench/results.md, with a chart
 // of ops/s against sessions to bench/chart.png. Run it from the module root:
 //
-//	go run ./bench [-d 5s] [-sessions 1,8,32]
+//	go run ./bench [-d 2s] [-rounds 3] [-sessions 1,8,32]
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -29,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,7 +103,8 @@ type cell struct {
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("bench: ")
-	duration := flag.Duration("d", 5*time.Second, "timed window of each cell")
+	duration := flag.Duration("d", 2*time.Second, "timed window of each round")
+	rounds := flag.Int("rounds", 3, "rounds of the in-process implementations per cell (the median is kept)")
 	sessionList := flag.String("sessions", "1,8,32", "comma-separated session counts")
 	timeout := flag.Duration("session-timeout", 30*time.Second, "ZooKeeper session timeout of every client")
 	resultsPath := flag.String("results", "bench/results.md", "where to write the Markdown table")
@@ -115,13 +121,16 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *duration, *timeout, sessions, *resultsPath, *chartPath); err != nil {
+	if *rounds < 1 {
+		log.Fatalf("-rounds: %d; want at least 1", *rounds)
+	}
+	if err := run(ctx, *duration, *rounds, *timeout, sessions, *resultsPath, *chartPath); err != nil {
 		stop()
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, d, sessionTimeout time.Duration, sessions []int, resultsPath, chartPath string) error {
+func run(ctx context.Context, d time.Duration, rounds int, sessionTimeout time.Duration, sessions []int, resultsPath, chartPath string) error {
 	begin := time.Now()
 	cells := 0
 	javaCells := 0
@@ -134,10 +143,12 @@ func run(ctx context.Context, d, sessionTimeout time.Duration, sessions []int, r
 		}
 	}
 	// Each Curator cell runs two JVMs (calibration and timed run), a few
-	// seconds each to start and connect; each Go cell a second or so to
-	// connect and close.
-	est := time.Duration(cells)*d + time.Duration(javaCells)*8*time.Second + time.Duration(cells-javaCells)*time.Second + 20*time.Second
-	log.Printf("%d cells of %v; expect about %v", cells, d, est.Round(10*time.Second))
+	// seconds each to start and connect; each Go round a moment to connect
+	// and close.
+	goRuns := (cells - javaCells) * rounds
+	window := time.Duration(rounds) * d
+	est := time.Duration(goRuns)*(d+200*time.Millisecond) + time.Duration(javaCells)*(window+4*time.Second) + 20*time.Second
+	log.Printf("%d cells, %d rounds of %v; expect about %v", cells, rounds, d, est.Round(10*time.Second))
 
 	// fsync off for everyone: zktest's default (zookeeper.forceSync=no).
 	// The numbers compare clients, not disks.
@@ -165,19 +176,25 @@ func run(ctx context.Context, d, sessionTimeout time.Duration, sessions []int, r
 	var results []cell
 	for _, w := range workloads {
 		for _, n := range sessions {
-			for _, im := range w.impls {
-				path := fmt.Sprintf("/bench/%s/%s-%d", w.key, strings.ToLower(strings.ReplaceAll(im.name, ".", "")), n)
-				cctx, cancel := context.WithTimeout(ctx, d+3*time.Minute)
-				t0 := time.Now()
-				res, err := im.run(cctx, e, path, n)
-				cancel()
-				if err != nil {
-					return fmt.Errorf("%s, %s, %d sessions: %w", w.title, im.name, n, err)
+			runs := map[string][]result{}
+			for round := range rounds {
+				for _, im := range w.impls {
+					if im.color == implCurator && round > 0 {
+						continue
+					}
+					span := d
+					if im.color == implCurator {
+						span = window
+					}
+					res, err := measure(ctx, e, w, im, n, span)
+					if err != nil {
+						return err
+					}
+					runs[im.name] = append(runs[im.name], res)
 				}
-				log.Printf("%-16s %-8s %2d sessions: %8.1f ops/s  p50 %7.2fms  p99 %7.2fms  %5.2f req/cycle  (%v)",
-					w.title, im.name, n, res.opsPerSec(), ms(res.p50), ms(res.p99), res.perCycle(res.reqs.packets),
-					time.Since(t0).Round(100*time.Millisecond))
-				results = append(results, cell{w.key, n, im.name, res})
+			}
+			for _, im := range w.impls {
+				results = append(results, cell{w.key, n, im.name, median(runs[im.name])})
 			}
 		}
 	}
@@ -188,6 +205,7 @@ func run(ctx context.Context, d, sessionTimeout time.Duration, sessions []int, r
 		cpus:           runtime.NumCPU(),
 		zkVersion:      version,
 		duration:       d,
+		rounds:         rounds,
 		sessionTimeout: sessionTimeout,
 		took:           time.Since(begin),
 	}
@@ -209,6 +227,33 @@ func run(ctx context.Context, d, sessionTimeout time.Duration, sessions []int, r
 	}
 	log.Printf("wrote %s and %s in %v", resultsPath, chartPath, time.Since(begin).Round(time.Second))
 	return nil
+}
+
+// measure runs im's side of workload w on n sessions for window, and logs
+// the result.
+func measure(ctx context.Context, e *env, w workload, im impl, n int, window time.Duration) (result, error) {
+	path := fmt.Sprintf("/bench/%s/%s-%d", w.key, strings.ToLower(strings.ReplaceAll(im.name, ".", "")), n)
+	cctx, cancel := context.WithTimeout(ctx, window+3*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	run := *e
+	run.duration = window
+	res, err := im.run(cctx, &run, path, n)
+	if err != nil {
+		return result{}, fmt.Errorf("%s, %s, %d sessions: %w", w.title, im.name, n, err)
+	}
+	log.Printf("%-16s %-8s %2d sessions: %8.1f ops/s  p50 %7.2fms  p99 %7.2fms  %5.2f req/cycle  (%v)",
+		w.title, im.name, n, res.opsPerSec(), ms(res.p50), ms(res.p99), res.perCycle(res.reqs.packets),
+		time.Since(t0).Round(100*time.Millisecond))
+	return res, nil
+}
+
+// median returns the result with the median cycles per second (the lower
+// middle one of an even number).
+func median(rs []result) result {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b result) int { return cmp.Compare(a.opsPerSec(), b.opsPerSec()) })
+	return rs[(len(rs)-1)/2]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -13,7 +13,8 @@ type runInfo struct {
 	goVersion      string
 	cpus           int
 	zkVersion      string
-	duration       time.Duration
+	duration       time.Duration // of a round
+	rounds         int
 	sessionTimeout time.Duration
 	took           time.Duration
 }
@@ -27,8 +28,9 @@ func report(info runInfo, sessions []int, results []cell) string {
 	fmt.Fprintf(&b, "# dsync benchmark results\n\n")
 	fmt.Fprintf(&b, "`go run ./bench` (make bench), %s: %s, %d CPUs, ZooKeeper %s (standalone, loopback, fsync off),\n",
 		info.date, info.goVersion, info.cpus, info.zkVersion)
-	fmt.Fprintf(&b, "Curator 5.4 (Debian's jars); %v of back-to-back acquire/release cycles per cell, session timeout %v; the run took %v.\n\n",
-		info.duration, info.sessionTimeout, info.took.Round(time.Second))
+	fmt.Fprintf(&b, "Curator 5.4 (Debian's jars); back-to-back acquire/release cycles: for dsync and zk.Lock the median of %d rounds of %v,\n"+
+		"taking turns, for Curator one window of %v; session timeout %v; the run took %v.\n\n",
+		info.rounds, info.duration, info.duration*time.Duration(info.rounds), info.sessionTimeout, info.took.Round(time.Second))
 
 	fmt.Fprintf(&b, "## Throughput, acquire latency and ZooKeeper requests per cycle\n\n")
 	fmt.Fprintf(&b, "ops/s: cycles per second, all sessions together. p50, p99: acquire latency in ms. req: requests the server received per cycle. dsync/peer: ratio of ops/s (above 1: dsync is faster).\n\n")

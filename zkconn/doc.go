@@ -15,8 +15,10 @@
 //
 //   - CreateProtected: EPHEMERAL_SEQUENTIAL create in Curator's protected
 //     format (_c_<uuid>-<name><seq>), with CONTAINER parents, that recovers a
-//     node whose create reply was lost to a dropped connection;
-//   - Delete: a guaranteed delete, retried in the background until done;
+//     node whose create reply was lost to a dropped connection (its UUIDs
+//     are version 8, so IsNative tells its nodes from Curator's);
+//   - Delete: a guaranteed delete, retried in the background until done,
+//     that can send signals (fire exists watches) in the same transaction;
 //   - Wait: one select over a watch, a context and the loss of the session;
 //   - Do: a repeatable request, retried across reconnects.
 //
