@@ -287,3 +287,35 @@ func TestMutexHandoffWithoutListing(t *testing.T) {
 	release()
 	awaitChildren(t, obs, path, 0)
 }
+
+// TestMutexWaiterSeesWriteAhead: a write into the node ahead (Curator's
+// revocation request, say) fires the waiter's watch without the node
+// going: the waiter watches it again and keeps waiting.
+func TestMutexWaiterSeesWriteAhead(t *testing.T) {
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	holder := dsync.NewMutex(dial(t, []string{shared.Addr()}), path)
+	holder.Lock()
+	waiterSess := dial(t, []string{shared.Addr()})
+	waiter := dsync.NewMutex(waiterSess, path)
+	acquired := make(chan struct{})
+	go func() {
+		waiter.Lock()
+		close(acquired)
+	}()
+	holderNode := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[0]
+	awaitWatch(t, holderNode, mustID(t, waiterSess))
+	if _, err := obs.Set(holderNode, []byte("__REVOKE__"), -1); err != nil {
+		t.Fatal(err)
+	}
+	awaitWatch(t, holderNode, mustID(t, waiterSess)) // watched again
+	select {
+	case <-acquired:
+		t.Fatal("the waiter took the lock after a write to the holder's node")
+	default:
+	}
+	holder.Unlock()
+	<-acquired
+	waiter.Unlock()
+	awaitChildren(t, obs, path, 0)
+}

@@ -240,12 +240,17 @@ func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (
 			return false, err
 		}
 	}
-	for {
-		var watch <-chan zk.Event
-		err := h.Do(ctx, func(c *zk.Conn) (err error) {
+	// arm sets the watch on prev: again only after it fired without
+	// prev going (a write to it, a revocation request say).
+	arm := func() (watch <-chan zk.Event, err error) {
+		err = h.Do(ctx, func(c *zk.Conn) (err error) {
 			_, _, watch, err = c.GetW(path)
 			return err
 		})
+		return watch, err
+	}
+	watch, err := arm()
+	for {
 		if errors.Is(err, zk.ErrNoNode) {
 			return first || handoff.fired(e), nil
 		}
@@ -257,8 +262,7 @@ func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (
 			if ev.Type == zk.EventNodeDeleted {
 				return first || handoff.fired(e), nil
 			}
-			// Written to (a revocation request, say), or the session
-			// ended: watch again, or fail.
+			watch, err = arm() // after a session ended, this fails
 		case ev := <-handoff.watch:
 			if handoff.took(e, ev) {
 				return true, nil
@@ -267,7 +271,6 @@ func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (
 			if ev.Type == zk.EventNodeDeleted {
 				return false, errNodeGone
 			}
-			var err error
 			if _, e.own, err = watchNode(ctx, h, e.node); err != nil {
 				return false, err
 			}
