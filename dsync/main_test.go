@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dsync-go/dsync/internal/curator"
+	"github.com/dsync-go/dsync/internal/syncbuf"
 	"github.com/dsync-go/dsync/zkconn"
 	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
@@ -106,27 +106,9 @@ func lockPath(t testing.TB) string {
 // A proc is a running dsync binary.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr syncbuf.Buffer
 	done           chan struct{}
 	err            error
-}
-
-// syncBuffer is a bytes.Buffer that may be read while the process writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // start runs the dsync binary with args. It is killed when the test ends.

@@ -55,6 +55,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/dsync-go/dsync/internal/syncbuf"
 )
 
 //go:embed testdata/Interop.java
@@ -204,7 +206,7 @@ var ErrExited = errors.New("curator: interop process exited")
 type Holder struct {
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
-	stderr   *syncBuffer
+	stderr   *syncbuf.Buffer
 	waiting  chan struct{}
 	acquired chan struct{}
 	released chan struct{} // closed on "released" or "canceled"
@@ -231,7 +233,7 @@ func (t *Tool) Hold(ctx context.Context, kind, connect, path string, max int) (*
 	cmd := t.Command(ctx, args...)
 	h := &Holder{
 		cmd:      cmd,
-		stderr:   &syncBuffer{},
+		stderr:   &syncbuf.Buffer{},
 		waiting:  make(chan struct{}),
 		acquired: make(chan struct{}),
 		released: make(chan struct{}),
@@ -365,22 +367,4 @@ func (h *Holder) Kill() {
 	_ = h.cmd.Process.Kill() // fails harmlessly if the process already ended
 	h.stop.Do(func() { _ = h.stdin.Close() })
 	<-h.done
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
