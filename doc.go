@@ -38,9 +38,18 @@
 //
 // # Cancellation and errors
 //
-// Blocking calls take a context that bounds the wait only. On failure they
-// return ctx.Err() (or the error that stopped them) and leave the primitive
-// unchanged, with no node left in ZooKeeper. Bad input (a path ZooKeeper
+// Blocking calls take a context that bounds the wait only, and return by its
+// deadline even while the network is silent. On failure they return
+// ctx.Err() (or the error that stopped them) and leave the primitive
+// unchanged, with no node left in ZooKeeper (a request still in flight is
+// undone in the background). Unlock and Release never wait for the network.
+// A write whose reply was lost returns an error wrapping ErrOutcomeUnknown:
+// it may or may not have been applied.
+//
+// Queue order follows the sequence numbers ZooKeeper appends, read as
+// unsigned 32-bit numbers so that creation order holds across their wrap
+// past 2^31. Curator compares them as strings, which does not: a path shared
+// with Curator must not see 2^31 creates under one parent. Bad input (a path ZooKeeper
 // would reject, a nil Session) is an error before anything is sent. Misuse
 // (Unlock of an unlocked Mutex) panics, as it does in sync.
 package dsync

@@ -27,7 +27,8 @@ var ErrBadPath = zkconn.ErrBadPath
 var ErrClosed = zkconn.ErrClosed
 
 // ErrWeight is wrapped by the error returned for a semaphore weight out of
-// range: n <= 0, more than the semaphore's maximum, or a maximum <= 0.
+// range: n <= 0, more than a fixed maximum, or a maximum <= 0. (More than a
+// shared maximum, a Count, waits for the count to grow, as in Curator.)
 // Nothing is sent to ZooKeeper.
 var ErrWeight = errors.New("dsync: weight out of range")
 
@@ -36,3 +37,9 @@ var ErrWeight = errors.New("dsync: weight out of range")
 // Codec's own error, and comes with the node's version, so that
 // CompareAndSet can replace the bad data.
 var ErrDecode = errors.New("dsync: cannot decode node data")
+
+// ErrOutcomeUnknown is wrapped, with its cause, by the error of a write whose
+// reply was lost: the connection dropped, the ZooKeeper session was lost or
+// the caller's ctx ended while the write was on its way. The write may or may
+// not have been applied; it is not sent again. It is zkconn.ErrUnknownOutcome.
+var ErrOutcomeUnknown = zkconn.ErrUnknownOutcome

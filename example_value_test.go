@@ -90,6 +90,8 @@ func ExampleCount() {
 		}
 		ok, err := count.CompareAndSet(ctx, cur, cur.Value+1)
 		if err != nil {
+			// With errors.Is(err, dsync.ErrOutcomeUnknown) the add may
+			// or may not have happened: trying again could add twice.
 			fmt.Println(err)
 			return
 		}

@@ -5,28 +5,82 @@ import "context"
 // A gate lets one goroutine of this process at a time into a primitive's
 // acquisition, so that goroutines sharing a primitive wait for each other
 // here rather than each queuing a node in ZooKeeper.
-type gate chan struct{}
+//
+// Its token is the channel of the last release's delete (see
+// zkconn.Handle.Delete): whoever enters next waits for that delete to
+// settle before it creates a node, so a process never queues behind its own
+// released node, while Unlock itself never waits for the network.
+type gate chan (<-chan struct{})
 
-func newGate() gate { return make(gate, 1) }
+func newGate() gate {
+	g := make(gate, 1)
+	g <- closed
+	return g
+}
+
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // enter takes the gate, waiting for it until ctx is done if wait is set,
-// else failing at once with ErrWouldBlock.
+// else failing at once with ErrWouldBlock; then it waits until ctx is done
+// for the last release's delete to settle. On failure the gate is as it was.
 func (g gate) enter(ctx context.Context, wait bool) error {
-	if !wait {
+	var last <-chan struct{}
+	if wait {
 		select {
-		case g <- struct{}{}:
-			return nil
+		case last = <-g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	} else {
+		select {
+		case last = <-g:
 		default:
 			return ErrWouldBlock
 		}
 	}
 	select {
-	case g <- struct{}{}:
+	case <-last:
 		return nil
 	case <-ctx.Done():
+		g <- last
 		return ctx.Err()
 	}
 }
 
-// leave gives the gate back.
-func (g gate) leave() { <-g }
+// leave gives the gate back; the next to enter waits for released to close
+// (nil: nothing to wait for).
+func (g gate) leave(released <-chan struct{}) {
+	if released == nil {
+		released = closed
+	}
+	g <- released
+}
+
+// settled returns a channel that closes once every channel in chs has (nil
+// ones count as closed).
+func settled(chs []<-chan struct{}) <-chan struct{} {
+	var open []<-chan struct{}
+	for _, c := range chs {
+		if c != nil {
+			open = append(open, c)
+		}
+	}
+	switch len(open) {
+	case 0:
+		return closed
+	case 1:
+		return open[0]
+	}
+	all := make(chan struct{})
+	go func() {
+		for _, c := range open {
+			<-c
+		}
+		close(all)
+	}()
+	return all
+}

@@ -1,9 +1,11 @@
 package dsync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +28,8 @@ type hold struct {
 	done    chan struct{} // closed when watch returns
 }
 
+var errSuspended = errors.New("connection to ZooKeeper suspended")
+
 // holdKey marks a hold context with the primitive that made it, so a
 // Mutex can recognise its own hold when the context comes back.
 type holdKey struct{ owner any }
@@ -47,13 +51,34 @@ func newHold(parent context.Context, owner any, e entry, policy LossPolicy, trac
 	if policy == LostOnExpiry {
 		lost = hd.h.Lost()
 	}
+	select {
+	case <-lost: // already: the hold is born lost, and says so at once
+		hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cmp.Or(hd.h.Err(), errSuspended)))
+	default:
+	}
 	go hd.watch(e.own, lost)
 	return hd
 }
 
 // watch cancels the hold context when the hold is lost, until end.
+//
+// Invariant: while it runs, it waits on lost (and release) at every moment.
+// Setting the watch on the node again after a write to it (a revocation
+// request, say) is a request; it goes out on a goroutine of its own, so that
+// a connection dropping meanwhile still cancels the hold at once.
 func (hd *hold) watch(own <-chan zk.Event, lost <-chan struct{}) {
 	defer close(hd.done)
+	type armed struct {
+		watch <-chan zk.Event
+		err   error
+	}
+	var (
+		rearm chan armed // set while a request to set the watch is out
+		wg    sync.WaitGroup
+	)
+	// Every return cancels hd.ctx first (end does before release), which
+	// ends a request still out.
+	defer wg.Wait()
 	for {
 		select {
 		case ev := <-own:
@@ -69,20 +94,24 @@ func (hd *hold) watch(own <-chan zk.Event, lost <-chan struct{}) {
 				hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cause))
 				return
 			}
-			// Written to (a revocation request, say): watch again.
-			var err error
-			if _, own, err = watchNode(hd.ctx, hd.h, hd.node); err != nil {
-				if !errors.Is(err, context.Canceled) {
-					hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, err))
+			// Written to: watch again.
+			own = nil
+			rearm = make(chan armed, 1)
+			wg.Go(func() {
+				_, w, err := watchNode(hd.ctx, hd.h, hd.node)
+				rearm <- armed{w, err}
+			})
+		case a := <-rearm:
+			rearm = nil
+			if a.err != nil {
+				if !errors.Is(a.err, context.Canceled) {
+					hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, a.err))
 				}
 				return
 			}
+			own = a.watch
 		case <-lost:
-			cause := hd.h.Err()
-			if cause == nil {
-				cause = errors.New("connection to ZooKeeper suspended")
-			}
-			hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cause))
+			hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cmp.Or(hd.h.Err(), errSuspended)))
 			return
 		case <-hd.release:
 			return
@@ -111,11 +140,12 @@ func (hd *hold) fencingToken(timeout time.Duration) int64 {
 
 // end stops watching and cancels the hold context (with context.Canceled,
 // unless it was lost first), then deletes the node, sending its signals (a
-// queue head's handoff): at once if the connection is up, else in the
-// background (zkconn.Handle.Delete).
-func (hd *hold) end() {
+// queue head's handoff), without waiting for the network
+// (zkconn.Handle.Delete). The returned channel closes when the delete is
+// settled.
+func (hd *hold) end() <-chan struct{} {
 	hd.cancel(context.Canceled)
 	close(hd.release)
 	<-hd.done
-	hd.h.Delete(hd.node, hd.fire...)
+	return hd.h.Delete(hd.node, hd.fire...)
 }

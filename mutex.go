@@ -125,12 +125,23 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 	if err := m.gate.enter(ctx, wait); err != nil {
 		return nil, err
 	}
-	e, err := m.q.acquire(ctx, wait, track)
-	if err != nil {
-		m.gate.leave()
-		return nil, err
+	var (
+		hd      *hold
+		undoing []<-chan struct{} // deletes of nodes given up on the way
+	)
+	for {
+		e, err := m.q.acquire(ctx, wait, track, &undoing)
+		if err != nil {
+			m.gate.leave(settled(undoing))
+			return nil, err
+		}
+		// A hold lost before it is handed out (the connection dropped
+		// meanwhile) is given back, and the lock taken again.
+		if hd = newHold(ctx, m, e, m.policy, track); hd.ctx.Err() == nil {
+			break
+		}
+		undoing = append(undoing, hd.end())
 	}
-	hd := newHold(ctx, m, e, m.policy, track)
 	m.mu.Lock()
 	m.hold = hd
 	m.mu.Unlock()
@@ -141,6 +152,12 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 // which lets the next waiter in. It returns normally after a loss too (and
 // deletes the node if it still exists). As with sync.Mutex, any goroutine may
 // unlock; Unlock of an unlocked Mutex panics.
+//
+// Unlock never waits on a slow or silent network: it waits for the delete
+// only as long as the servers answer as fast as they have lately (see
+// zkconn.Handle.Settle), so that normally the release is visible to every
+// process when it returns; otherwise the delete goes on in the background
+// (the Session's Close ends the session, which deletes the node too).
 func (m *Mutex) Unlock() {
 	m.mu.Lock()
 	hd := m.hold
@@ -153,9 +170,13 @@ func (m *Mutex) Unlock() {
 		return
 	}
 	m.hold = nil
+	// Canceled before m.mu is let go, so that a LockContext re-entering
+	// with this hold's context sees it ended, with its cause.
+	hd.cancel(context.Canceled)
 	m.mu.Unlock()
-	hd.end()
-	m.gate.leave()
+	released := hd.end()
+	hd.h.Settle(released)
+	m.gate.leave(released)
 }
 
 // Token returns the fencing token of the current hold, or 0 if m is not

@@ -69,9 +69,7 @@ func TestMutexExclusionAcrossSessions(t *testing.T) {
 		lockers = append(lockers, dsync.NewMutex(dial(t, []string{shared.Addr()}), path))
 	}
 	contend(t, lockers, 15)
-	if kids := children(t, observer(t, shared.Addr()), path); len(kids) != 0 {
-		t.Fatalf("children left: %v", kids)
-	}
+	awaitChildren(t, observer(t, shared.Addr()), path, 0)
 }
 
 func TestMutexExclusionAcrossGoroutines(t *testing.T) {
@@ -198,9 +196,7 @@ func TestMutexReentrancy(t *testing.T) {
 		t.Fatal("TryLock after full release failed")
 	}
 	other.Unlock()
-	if kids := children(t, obs, path); len(kids) != 0 {
-		t.Fatalf("children left: %v", kids)
-	}
+	awaitChildren(t, obs, path, 0)
 }
 
 func TestMutexHoldContextKeepsValues(t *testing.T) {
@@ -255,9 +251,7 @@ func TestMutexCancelLeavesNothing(t *testing.T) {
 		}
 		cancel()
 	}
-	if kids := children(t, obs, path); len(kids) != 1 {
-		t.Fatalf("children = %v; want only the holder's", kids)
-	}
+	awaitChildren(t, obs, path, 1) // the holder's only, once undoing is done
 }
 
 // TestMutexCancelWhileDisconnected: a wait canceled while the connection is
@@ -341,14 +335,7 @@ func TestMutexLossOnPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := dsync.NewMutex(dial(t, []string{srv.Addr()}), path)
-	acquired := make(chan error, 1)
-	go func() {
-		_, err := other.LockContext(context.Background())
-		if err == nil && held.Err() == nil {
-			err = errors.New("acquired while the old holder's context was alive")
-		}
-		acquired <- err
-	}()
+	acquired := lockAfter(other, held)
 	p.BlackHole()
 	if err := <-acquired; err != nil {
 		t.Fatal(err)

@@ -59,13 +59,16 @@ func (q *queue) participants(ctx context.Context) ([]Participant, error) {
 }
 
 func describe(ctx context.Context, h zkconn.Handle, parent string, n queued) (Participant, error) {
-	p := Participant{Node: n.name, Path: parent + "/" + n.name, Sequence: n.seq}
-	err := h.Do(ctx, func(c *zk.Conn) error {
-		data, st, err := c.Get(p.Path)
-		if err == nil {
-			p.Data, p.Session, p.Created, p.Token = data, st.EphemeralOwner, time.UnixMilli(st.Ctime), st.Czxid
-		}
+	path := parent + "/" + n.name
+	var data []byte
+	var st *zk.Stat
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		data, st, err = c.Get(path)
 		return err
 	})
-	return p, err
+	if err != nil {
+		return Participant{}, err
+	}
+	return Participant{Node: n.name, Path: path, Sequence: n.seq, Data: data, Session: st.EphemeralOwner,
+		Created: time.UnixMilli(st.Ctime), Token: st.Czxid}, nil
 }

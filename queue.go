@@ -1,6 +1,7 @@
 package dsync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/dsync-go/dsync/zkconn"
 	"github.com/go-zookeeper/zk"
@@ -40,7 +42,17 @@ type queued struct {
 }
 
 // order sorts the children of a lock path into queue order: by sequence
-// number, with the children that carry none after them, by name.
+// number read as unsigned, with the children that carry none after them, by
+// name.
+//
+// ZooKeeper writes a parent's cversion as the sequence, a signed 32-bit
+// counter: after 2^31 creates under one parent it goes on at -2147483648.
+// Read as unsigned, the numbers keep creation order across that wrap (until
+// 2^32 creates), which the handoff argument (see queue) needs: a node created
+// later never sorts ahead. Signed order, and Curator's order (it compares the
+// digits as strings, and "-" sorts before "0"), put a node created after the
+// wrap ahead of the holder. A dsync waiter never does; a Curator peer on the
+// same path past the wrap can, whatever dsync does (see doc.go).
 func order(children []string, marker string) []queued {
 	q := make([]queued, len(children))
 	for i, c := range children {
@@ -53,7 +65,7 @@ func order(children []string, marker string) []queued {
 			return a.hasSeq
 		}
 		if a.seq != b.seq {
-			return a.seq < b.seq
+			return uint32(a.seq) < uint32(b.seq)
 		}
 		return a.name < b.name
 	})
@@ -97,7 +109,12 @@ type entry struct {
 	h     zkconn.Handle
 	node  string // full path
 	czxid int64
-	own   <-chan zk.Event // watch on node (getData): fires when it is deleted or written
+	// own is the watch on node (getData), which fires when it is deleted or
+	// written: set while waiting, and while held if the hold is tracked.
+	own <-chan zk.Event
+	// ownLink is the connection up when own was set (zkconn.Handle.Suspended
+	// of a Refresh): once it closes, events may come in another order.
+	ownLink <-chan struct{}
 	// fire lists the signals to send as node is deleted (zkconn.Handle.Delete
 	// sends them only if node is still there): the handoff signal of a head
 	// of the queue, and those of predecessors whose watch (set by us) has not
@@ -120,7 +137,10 @@ var errNodeGone = errors.New("dsync: node deleted while waiting")
 // reports loss) and learns its czxid. If the session is lost on the way, it
 // starts again on the next one. On failure (ctx.Err(), ErrWouldBlock, or
 // another error, which names the path) no node is left behind.
-func (q *queue) acquire(ctx context.Context, wait, track bool) (entry, error) {
+//
+// The deletes of nodes it gave up are added to *undoing, so that the caller
+// can hand them on through its gate.
+func (q *queue) acquire(ctx context.Context, wait, track bool, undoing *[]<-chan struct{}) (entry, error) {
 	for {
 		h, err := q.sess.Current(ctx)
 		if err != nil {
@@ -131,7 +151,7 @@ func (q *queue) acquire(ctx context.Context, wait, track bool) (entry, error) {
 			return e, nil
 		}
 		if e.node != "" {
-			e.remove()
+			*undoing = append(*undoing, e.remove())
 		}
 		if ctx.Err() != nil {
 			return entry{}, ctx.Err()
@@ -153,27 +173,31 @@ func withPath(path string, err error) error {
 	return fmt.Errorf("dsync: %s: %w", path, err)
 }
 
-// join creates a node of ours in h's session and waits until it is first
-// (see queue); with track set it watches the node. It returns the entry
-// made so far with any error, for the caller to remove.
+// join creates a node of ours in h's session and, if wait is set, waits
+// until it is first (see queue). A node first at creation is held at once;
+// with track set it is then watched too (a waiter watches its node anyway).
+// It returns the entry made so far with any error, for the caller to remove.
 func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (entry, error) {
 	e := entry{h: h}
 	ahead, err := q.create(ctx, &e)
-	if err == nil && track {
-		e.czxid, e.own, err = watchNode(ctx, h, e.node)
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return e, err
+	case len(ahead) == 0:
+		if track {
+			e.czxid, e.own, err = watchNode(ctx, h, e.node)
+		}
+		return e, err
+	case !wait:
+		return e, ErrWouldBlock
 	}
-	if err := q.await(ctx, &e, ahead, wait); err != nil {
+	if err := q.await(ctx, &e, ahead); err != nil {
 		return e, err
 	}
 	// A node first in line when it was created was first in every listing
 	// since, so no waiter watches its handoff signal; one that waited sends
 	// it when it leaves.
-	if len(ahead) > 0 {
-		e.fire = append(e.fire, handoffPath(e.node))
-	}
+	e.fire = append(e.fire, handoffPath(e.node))
 	return e, nil
 }
 
@@ -209,10 +233,7 @@ func (q *queue) create(ctx context.Context, e *entry) ([]queued, error) {
 
 // await waits until e's node is first in line, given the nodes ahead of it
 // at the last listing (see queue).
-func (q *queue) await(ctx context.Context, e *entry, ahead []queued, wait bool) error {
-	if len(ahead) > 0 && !wait {
-		return ErrWouldBlock
-	}
+func (q *queue) await(ctx context.Context, e *entry, ahead []queued) error {
 	name := e.node[len(q.path)+1:]
 	for len(ahead) > 0 {
 		prev := ahead[len(ahead)-1].name
@@ -229,30 +250,59 @@ func (q *queue) await(ctx context.Context, e *entry, ahead []queued, wait bool) 
 
 // follow waits until prev, the node ahead of e's, is gone, and reports
 // whether e's node is then first: prev was first at the last listing, or
-// sent its handoff signal.
+// sent its handoff signal; and e's node still exists (see claim).
+//
+// The first time, it also sets the watch on e's own node. The watches are
+// sent together: one round trip, before any handoff.
 func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (bool, error) {
 	h := e.h
 	path := q.path + "/" + prev
-	var handoff signal
-	if !first && zkconn.IsNative(prev) {
-		var err error
-		if handoff, err = watchSignal(ctx, e, handoffPath(path)); err != nil {
-			return false, err
-		}
-	}
 	// arm sets the watch on prev: again only after it fired without
 	// prev going (a write to it, a revocation request say).
-	arm := func() (watch <-chan zk.Event, err error) {
-		err = h.Do(ctx, func(c *zk.Conn) (err error) {
+	arm := func() (<-chan zk.Event, error) {
+		var watch <-chan zk.Event
+		err := h.Do(ctx, func(c *zk.Conn) (err error) {
 			_, _, watch, err = c.GetW(path)
 			return err
 		})
-		return watch, err
+		if err != nil {
+			return nil, err
+		}
+		return watch, nil
+	}
+	var (
+		wg               sync.WaitGroup
+		handoff          signal
+		sigErr, ownErr   error
+		own              <-chan zk.Event
+		czxid            int64
+		needSig, needOwn = !first && zkconn.IsNative(prev), e.own == nil
+	)
+	if needSig {
+		// In e.fire from the moment it may be set: a request abandoned
+		// with ctx may still set it.
+		e.fire = append(e.fire, handoffPath(path))
+		wg.Go(func() { handoff, sigErr = watchSignal(ctx, h, handoffPath(path)) })
+	}
+	link := h.Refresh().Suspended()
+	if needOwn {
+		wg.Go(func() { czxid, own, ownErr = watchNode(ctx, h, e.node) })
 	}
 	watch, err := arm()
+	wg.Wait()
+	if needSig && handoff.watch == nil && sigErr == nil {
+		// A node is at the signal's path: no watch of ours is there.
+		e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == handoffPath(path) })
+	}
+	if needOwn && ownErr == nil {
+		e.czxid, e.own, e.ownLink = czxid, own, link
+	}
+	if err == nil || errors.Is(err, zk.ErrNoNode) {
+		err = cmp.Or(ownErr, sigErr, err)
+	}
 	for {
 		if errors.Is(err, zk.ErrNoNode) {
-			return first || handoff.fired(e), nil
+			return e.claim(ctx, first || handoff.fired(e))
 		}
 		if err != nil {
 			return false, err
@@ -260,18 +310,19 @@ func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (
 		select {
 		case ev := <-watch:
 			if ev.Type == zk.EventNodeDeleted {
-				return first || handoff.fired(e), nil
+				return e.claim(ctx, first || handoff.fired(e))
 			}
 			watch, err = arm() // after a session ended, this fails
 		case ev := <-handoff.watch:
 			if handoff.took(e, ev) {
-				return true, nil
+				return e.claim(ctx, true)
 			}
 		case ev := <-e.own:
 			if ev.Type == zk.EventNodeDeleted {
 				return false, errNodeGone
 			}
-			if _, e.own, err = watchNode(ctx, h, e.node); err != nil {
+			e.ownLink = h.Refresh().Suspended()
+			if e.czxid, e.own, err = watchNode(ctx, h, e.node); err != nil {
 				return false, err
 			}
 		case <-ctx.Done():
@@ -280,6 +331,44 @@ func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (
 			return false, h.Err()
 		}
 	}
+}
+
+// claim returns first, after checking that e's node still exists when
+// first is set: an operator may have deleted it while it waited, and then a
+// later node may believe it is first too. e.own is set, and on one
+// connection ZooKeeper sends a session's events in order, which
+// go-zookeeper hands to their channels in order: a deletion of e's node that
+// came before what made e first is already in e.own. Across a reconnect
+// that order is lost (the watches are set again in one request, and fire in
+// its order), so after one the node is read again: a round trip only then,
+// or when the node was written to meanwhile (its watch must be set again).
+//
+// Invariant: a waiter never reports first unless its node existed at the
+// zxid of the event that made it first.
+func (e *entry) claim(ctx context.Context, first bool) (bool, error) {
+	if !first {
+		return false, nil
+	}
+	reread := false
+	select {
+	case ev := <-e.own:
+		if ev.Type == zk.EventNodeDeleted {
+			return false, errNodeGone
+		}
+		reread = true
+	case <-e.ownLink:
+		reread = true
+	default:
+	}
+	if reread {
+		link := e.h.Refresh().Suspended()
+		var err error
+		if e.czxid, e.own, err = watchNode(ctx, e.h, e.node); err != nil {
+			return false, err
+		}
+		e.ownLink = link
+	}
+	return true, nil
 }
 
 // A signal is an exists watch on a path no node is at, set by one of our
@@ -307,21 +396,20 @@ func (s *signal) took(e *entry, ev zk.Event) bool {
 	return ev.Type == zk.EventNodeCreated
 }
 
-// watchSignal sets an exists watch on path and adds path to e.fire until
-// the watch fires. If a node is at path, it is no signal: it returns one
-// with no watch (the watch set stays with that node).
-func watchSignal(ctx context.Context, e *entry, path string) (signal, error) {
-	s := signal{path: path}
+// watchSignal sets an exists watch on path. If a node is at path, it is no
+// signal: it returns one with no watch (the watch set stays with that node).
+// The caller adds a signal with a watch to e.fire until the watch fires.
+func watchSignal(ctx context.Context, h zkconn.Handle, path string) (signal, error) {
 	var there bool
-	err := e.h.Do(ctx, func(c *zk.Conn) (err error) {
-		there, _, s.watch, err = c.ExistsW(path)
+	var watch <-chan zk.Event
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		there, _, watch, err = c.ExistsW(path)
 		return err
 	})
 	if err != nil || there {
 		return signal{}, err
 	}
-	e.fire = append(e.fire, path)
-	return s, nil
+	return signal{path: path, watch: watch}, nil
 }
 
 // ahead lists the queue and returns the nodes ahead of name, in order. It
@@ -354,18 +442,20 @@ func indexOf(line []queued, name string) int {
 
 // watchNode sets a getData watch on node and returns it with the node's
 // czxid. It returns errNodeGone if the node does not exist.
-func watchNode(ctx context.Context, h zkconn.Handle, node string) (czxid int64, watch <-chan zk.Event, err error) {
-	err = h.Do(ctx, func(c *zk.Conn) error {
-		_, st, w, err := c.GetW(node)
-		if err == nil {
-			czxid, watch = st.Czxid, w
-		}
+func watchNode(ctx context.Context, h zkconn.Handle, node string) (int64, <-chan zk.Event, error) {
+	var st *zk.Stat
+	var watch <-chan zk.Event
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		_, st, watch, err = c.GetW(node)
 		return err
 	})
-	if errors.Is(err, zk.ErrNoNode) {
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
 		return 0, nil, errNodeGone
+	case err != nil:
+		return 0, nil, err
 	}
-	return czxid, watch, err
+	return st.Czxid, watch, nil
 }
 
 // validate checks what every primitive is given, before anything is sent.

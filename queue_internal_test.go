@@ -37,9 +37,26 @@ func TestOrder(t *testing.T) {
 	for _, q := range got {
 		names = append(names, q.name)
 	}
-	want := "_c_a-lock--000000005 _c_c-lock-0000000001 _c_b-lock-0000000003 another other"
+	want := "_c_c-lock-0000000001 _c_b-lock-0000000003 _c_a-lock--000000005 another other"
 	if strings.Join(names, " ") != want {
 		t.Fatalf("order = %v; want %s", names, want)
+	}
+}
+
+// TestOrderAcrossWrap: ZooKeeper's sequence is a signed 32-bit counter; past
+// 2^31 creates it goes on at -2147483648. Nodes created after the wrap must
+// sort after those created before it (signed order put them first, letting
+// a newcomer take the lock from its holder), in creation order.
+func TestOrderAcrossWrap(t *testing.T) {
+	created := []string{ // in creation order
+		"_c_a-lock-2147483646", "_c_b-lock-2147483647", "_c_c-lock--2147483648",
+		"_c_d-lock--2147483647", "_c_e-lock--000000001",
+	}
+	got := order([]string{created[3], created[0], created[4], created[2], created[1]}, lockMarker)
+	for i, q := range got {
+		if q.name != created[i] {
+			t.Fatalf("order[%d] = %s; want %s (creation order %v)", i, q.name, created[i], created)
+		}
 	}
 }
 

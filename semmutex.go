@@ -46,6 +46,9 @@ func (m *SemaphoreMutex) Lock() {
 // TryLock locks m if no one holds it, without waiting, and reports whether
 // it did.
 func (m *SemaphoreMutex) TryLock() bool {
+	if m.w.err != nil {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.w.lock.sess.SessionTimeout())
 	defer cancel()
 	ls, err := m.w.acquire(ctx, 1, false, false)

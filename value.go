@@ -1,13 +1,13 @@
 package dsync
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"iter"
 	"path"
+	"sync"
 	"time"
 
 	"github.com/dsync-go/dsync/zkconn"
@@ -63,17 +63,20 @@ type Versioned[T any] struct {
 // CONTAINER nodes, by the first call that finds it missing (Curator's
 // SharedValue.start does the same). It is never deleted by dsync.
 //
-// A Value holds no state of its own beyond what NewValue was given: it is
-// safe for concurrent use, and may be copied. Reads and writes wait while the
+// A Value holds no state of its own beyond what NewValue was given and the
+// one watch its Watch loops share: it is safe for concurrent use, and may be
+// copied (copies share the watch). Reads and writes wait while the
 // connection to ZooKeeper is down and carry on with the next ZooKeeper
-// session if the current one is lost. Its zero value is not usable: make one
-// with NewValue.
+// session if the current one is lost; but a write whose reply is lost is
+// never sent again, nor reported as done or not done: its error wraps
+// ErrOutcomeUnknown. Its zero value is not usable: make one with NewValue.
 type Value[T any] struct {
-	sess  *zkconn.Session
-	path  string
-	codec Codec[T]
-	seed  []byte // the seed, encoded
-	err   error  // bad input found by NewValue
+	sess    *zkconn.Session
+	path    string
+	codec   Codec[T]
+	seed    []byte          // the seed, encoded
+	err     error           // bad input found by NewValue
+	watched *watchedRead[T] // Watch's, shared by copies
 }
 
 // NewValue returns a Value of type T at path, encoded by codec, whose node is
@@ -82,7 +85,7 @@ type Value[T any] struct {
 // a path ZooKeeper would reject (ErrBadPath), a nil codec, a seed codec
 // cannot encode — is returned by every method, before anything is sent.
 func NewValue[T any](sess *zkconn.Session, path string, codec Codec[T], seed T) *Value[T] {
-	v := &Value[T]{sess: sess, path: path, codec: codec, err: validate(sess, path)}
+	v := &Value[T]{sess: sess, path: path, codec: codec, err: validate(sess, path), watched: new(watchedRead[T])}
 	if v.err == nil && codec == nil {
 		v.err = fmt.Errorf("dsync: value %s: nil codec", path)
 	}
@@ -128,12 +131,20 @@ func (v *Value[T]) Get(ctx context.Context) (Versioned[T], error) {
 
 // Set writes x whatever the node holds (Curator's setValue), waiting while
 // the connection to ZooKeeper is down; if the node does not exist, Set
-// creates it holding x. On success it returns nil.
+// creates it holding x. It sends the write once. On success it returns nil:
+// x was written, once.
 //
-// On failure it returns ctx.Err(), or an error wrapping ErrClosed, the
-// Codec's error, or ZooKeeper's. A ctx already done fails before anything is
-// sent; a ctx done while the write is on its way leaves it unknown whether
-// the write was applied.
+// If the reply to the write is lost (the connection drops, the ZooKeeper
+// session is lost or ctx is done while the write is on its way), the write
+// may or may not have been applied, and Set does not send it again: a second
+// write could land after another process's CompareAndSet and undo it. It
+// returns an error wrapping ErrOutcomeUnknown and the cause (ctx.Err(), say,
+// so that errors.Is(err, context.DeadlineExceeded) holds too); Get tells
+// what the node holds now. The same goes for the create of a missing node.
+//
+// On any other failure nothing was written, and it returns ctx.Err(), or an
+// error wrapping ErrClosed, the Codec's error, or ZooKeeper's. A ctx already
+// done fails before anything is sent.
 func (v *Value[T]) Set(ctx context.Context, x T) error {
 	if v.err != nil {
 		return v.err
@@ -150,18 +161,18 @@ func (v *Value[T]) Set(ctx context.Context, x T) error {
 		if err != nil {
 			return v.fail(ctx, "set", err)
 		}
-		err = h.Do(ctx, func(c *zk.Conn) error {
+		err = h.DoOnce(ctx, func(c *zk.Conn) error {
 			_, err := c.Set(v.path, data, -1)
 			return err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
-			err = v.create(ctx, h, data)
+			err = v.create(ctx, h, data, h.DoOnce)
 			if errors.Is(err, zk.ErrNodeExists) {
 				continue // created by someone else meanwhile: write over it
 			}
 		}
-		if errors.Is(err, zkconn.ErrSessionLost) {
-			continue // writing the same data again is harmless
+		if unsent(err) {
+			continue // never sent: send it on the next session
 		}
 		if err != nil {
 			return v.fail(ctx, "set", err)
@@ -172,22 +183,25 @@ func (v *Value[T]) Set(ctx context.Context, x T) error {
 
 // CompareAndSet writes x only if the node's version is still prev.Version
 // (Curator's trySetValue), waiting while the connection to ZooKeeper is down.
-// It reports true if it wrote x, and false with a nil error if the node was
-// written (or deleted) since prev was read: read again with Get and retry if
-// need be. prev usually comes from Get or Watch; a prev whose data could not
-// be decoded still carries the version, so bad data can be replaced.
+// It sends the write once and reports what ZooKeeper answered: true if x was
+// written, false with a nil error if the node was written (or deleted) since
+// prev was read, and x was not written: read again with Get and retry if need
+// be. prev usually comes from Get or Watch; a prev whose data could not be
+// decoded still carries the version, so bad data can be replaced.
 //
-// On failure it returns false and ctx.Err(), or an error wrapping ErrClosed,
-// the Codec's error, or ZooKeeper's. A prev.Version of -1 (ZooKeeper's "any
-// version") is refused with an error. A ctx already done fails before
-// anything is sent.
+// If the reply is lost (the connection drops, the ZooKeeper session is lost
+// or ctx is done while the write is on its way), the write may or may not
+// have been applied, and CompareAndSet does not guess: it returns false and
+// an error wrapping ErrOutcomeUnknown and the cause (ctx.Err(), say, so that
+// errors.Is(err, context.DeadlineExceeded) holds too). Reading x at
+// prev.Version+1 afterwards does not prove it either way: another process may
+// have written the same x over prev. An update that must be recognised
+// should carry its own identity in the value.
 //
-// When the connection drops while the write is on its way, the write may
-// have been applied without a reply. CompareAndSet then sends it again; if
-// that attempt finds the version moved on, it reports true only if the node
-// now holds exactly x at version prev.Version+1. If yet another write
-// followed, it reports false for a write that was applied; an update that
-// must not be applied twice should carry its own identity in the value.
+// On any other failure x was not written, and it returns false and ctx.Err(),
+// or an error wrapping ErrClosed, the Codec's error, or ZooKeeper's. A
+// prev.Version of -1 (ZooKeeper's "any version") is refused with an error. A
+// ctx already done fails before anything is sent.
 func (v *Value[T]) CompareAndSet(ctx context.Context, prev Versioned[T], x T) (bool, error) {
 	if v.err != nil {
 		return false, v.err
@@ -202,49 +216,32 @@ func (v *Value[T]) CompareAndSet(ctx context.Context, prev Versioned[T], x T) (b
 	if err != nil {
 		return false, fmt.Errorf("dsync: compare-and-set %s: encode: %w", v.path, err)
 	}
-	attempts := 0
 	for {
 		h, err := v.sess.Current(ctx)
 		if err != nil {
 			return false, v.fail(ctx, "compare-and-set", err)
 		}
-		err = h.Do(ctx, func(c *zk.Conn) error {
-			attempts++
+		err = h.DoOnce(ctx, func(c *zk.Conn) error {
 			_, err := c.Set(v.path, data, prev.Version)
 			return err
 		})
 		switch {
 		case err == nil:
 			return true, nil
-		case errors.Is(err, zkconn.ErrSessionLost):
-			continue
-		case errors.Is(err, zk.ErrNoNode):
-			return false, nil
-		case errors.Is(err, zk.ErrBadVersion) && attempts > 1:
-			return v.applied(ctx, h, prev.Version+1, data)
-		case errors.Is(err, zk.ErrBadVersion):
-			return false, nil
+		case unsent(err):
+			continue // never sent: send it on the next session
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			return false, nil // ZooKeeper's answer to the one write sent
 		}
 		return false, v.fail(ctx, "compare-and-set", err)
 	}
 }
 
-// applied reports whether the node holds data at version: whether a
-// versioned write whose reply was lost took effect.
-func (v *Value[T]) applied(ctx context.Context, h zkconn.Handle, version int32, data []byte) (bool, error) {
-	var got []byte
-	var st *zk.Stat
-	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		got, st, err = c.Get(v.path)
-		return err
-	})
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-		return false, nil
-	case err != nil:
-		return false, v.fail(ctx, "compare-and-set", err)
-	}
-	return st.Version == version && bytes.Equal(got, data), nil
+// unsent reports whether err is that of a write that was never sent because
+// the ZooKeeper session it was meant for was lost first: it can be sent on
+// the next one.
+func unsent(err error) bool {
+	return errors.Is(err, zkconn.ErrSessionLost) && !errors.Is(err, ErrOutcomeUnknown)
 }
 
 // Watch returns an iterator over the value: it yields the current value
@@ -255,9 +252,13 @@ func (v *Value[T]) applied(ctx context.Context, h zkconn.Handle, version int32, 
 // Watch delivers the latest value, not every write: writes that land between
 // two reads coalesce into the last of them, as they do for Curator's
 // SharedValue listeners, so versions may skip. It runs in the caller's
-// goroutine, one ZooKeeper watch at a time, and starts no goroutine; while
-// the loop body runs, changes are noted by the watch and read when the body
-// returns.
+// goroutine and starts no goroutine; while the loop body runs, changes are
+// noted by the watch and read when the body returns. All the Watch loops of
+// a Value share one ZooKeeper watch per session, set again only after it
+// fires: loops that end leave no watch behind beyond that one (which goes
+// when the node next changes). A loop that starts while that watch is set
+// yields first the value read when it was set: the latest this ZooKeeper
+// session has been told of.
 //
 // Watch rides out trouble with the connection: while it is down, it waits;
 // if the ZooKeeper session is lost, it reads and watches again on the next
@@ -293,7 +294,7 @@ func (v *Value[T]) Watch(ctx context.Context) iter.Seq2[Versioned[T], error] {
 				}
 				live = true
 			}
-			got, st, watch, err := v.read(ctx, h, true)
+			got, st, watch, err := v.readWatched(ctx, h, v.watched)
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -322,6 +323,7 @@ func (v *Value[T]) Watch(ctx context.Context) iter.Seq2[Versioned[T], error] {
 				}
 			}
 			_, err = h.Wait(ctx, watch)
+			v.watched.forget(watch)
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -372,7 +374,7 @@ func (v *Value[T]) read(ctx context.Context, h zkconn.Handle, watch bool) (Versi
 		})
 		if errors.Is(err, zk.ErrNoNode) {
 			// ZooKeeper sets no watch on a missing node.
-			err = v.create(ctx, h, v.seed)
+			err = v.create(ctx, h, v.seed, h.Do)
 			if err == nil || errors.Is(err, zk.ErrNodeExists) {
 				continue // read what is there now
 			}
@@ -389,13 +391,100 @@ func (v *Value[T]) read(ctx context.Context, h zkconn.Handle, watch bool) (Versi
 	}
 }
 
+// readWatched is read with a watch, sharing the last one set: while the
+// watch w holds for h's session has not fired, it returns what w holds
+// without sending anything; else it reads, setting a new watch, and keeps
+// the result in w. Readers take turns, so that one watch is set per change;
+// go-zookeeper keeps every watch channel it hands out until its watch fires.
+// (A read that ctx abandons may still set one, which goes when the node next
+// changes.)
+func (v *Value[T]) readWatched(ctx context.Context, h zkconn.Handle, w *watchedRead[T]) (Versioned[T], *zk.Stat, <-chan zk.Event, error) {
+	turn := w.turn()
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return Versioned[T]{}, nil, nil, ctx.Err()
+	}
+	defer func() { <-turn }()
+	if r, ok := w.held(h); ok {
+		return r.got, r.st, r.watch, r.err
+	}
+	got, st, watch, err := v.read(ctx, h, true)
+	w.mu.Lock()
+	w.r = watchedResult[T]{session: h.ID(), got: got, st: st, watch: watch, err: err}
+	w.mu.Unlock()
+	return got, st, watch, err
+}
+
+// A watchedRead is a node as last read with a getData watch, in one
+// ZooKeeper session: what readWatched shares while the watch has not fired.
+// Its zero value holds nothing.
+type watchedRead[T any] struct {
+	mu    sync.Mutex
+	turns chan struct{} // held by the reader in readWatched; made on first use
+	r     watchedResult[T]
+}
+
+// A watchedResult is what read returned, in a session.
+type watchedResult[T any] struct {
+	session int64 // ID of the ZooKeeper session of the watch
+	got     Versioned[T]
+	st      *zk.Stat
+	watch   <-chan zk.Event // nil: nothing held
+	err     error           // the read's error (ErrDecode: the watch is set)
+}
+
+// turn returns the channel a reader sends on to take its turn.
+func (w *watchedRead[T]) turn() chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.turns == nil {
+		w.turns = make(chan struct{}, 1)
+	}
+	return w.turns
+}
+
+// held returns what w holds, if its watch is set in h's session and has not
+// fired.
+func (w *watchedRead[T]) held(h zkconn.Handle) (watchedResult[T], bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.r.watch == nil || w.r.session != h.ID() {
+		return watchedResult[T]{}, false
+	}
+	select {
+	case <-w.r.watch: // fired: go-zookeeper closes the channel after its event
+		w.r = watchedResult[T]{}
+		return watchedResult[T]{}, false
+	default:
+		return w.r, true
+	}
+}
+
+// forget drops what w holds if watch, which has fired, is its watch. A reader
+// that received the watch's event calls it, so that the next read does not
+// take what w holds for current in the moment before go-zookeeper closes the
+// channel.
+func (w *watchedRead[T]) forget(watch <-chan zk.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.r.watch == watch {
+		w.r = watchedResult[T]{}
+	}
+}
+
 // create makes the node, persistent, holding data, and its missing parents
-// as CONTAINER nodes. It returns an error wrapping zk.ErrNodeExists if the
-// node exists (also when a create of ours was applied but its reply lost).
-func (v *Value[T]) create(ctx context.Context, h zkconn.Handle, data []byte) error {
+// as CONTAINER nodes, sending the create with send: h.Do, which sends it
+// again after a lost reply (a create of the seed: it never overwrites, and a
+// second try that finds the node tells nothing worse than the first), or
+// h.DoOnce (a create that is a write of the caller's: after a lost reply the
+// error wraps ErrOutcomeUnknown). It returns an error wrapping
+// zk.ErrNodeExists if the node exists, also when with h.Do a create of ours
+// was applied but its reply lost.
+func (v *Value[T]) create(ctx context.Context, h zkconn.Handle, data []byte, send func(context.Context, func(*zk.Conn) error) error) error {
 	acl := h.Session().ACL()
 	for {
-		err := h.Do(ctx, func(c *zk.Conn) error {
+		err := send(ctx, func(c *zk.Conn) error {
 			_, err := c.Create(v.path, data, 0, acl)
 			return err
 		})
@@ -408,10 +497,12 @@ func (v *Value[T]) create(ctx context.Context, h zkconn.Handle, data []byte) err
 	}
 }
 
-// fail returns the error of a failed op: ctx.Err() itself if ctx is done,
-// else err with the op and path.
+// fail returns the error of a failed op: ctx.Err() itself if ctx is done
+// and the op was not left with an unknown outcome, else err with the op and
+// path.
 func (v *Value[T]) fail(ctx context.Context, op string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ErrOutcomeUnknown) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return ctxErr
 	}
 	return fmt.Errorf("dsync: %s %s: %w", op, v.path, err)

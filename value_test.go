@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -595,5 +597,277 @@ func TestCountInteropCurator(t *testing.T) {
 	lines, err = java.Run(ctx, "count-get", shared.Addr(), root+"/seeded/count")
 	if err != nil || len(lines) != 1 || lines[0] != "1234" {
 		t.Fatalf("Curator count-get of a dsync seed = %q, %v; want 1234", lines, err)
+	}
+}
+
+// lossy returns a Count at a fresh path on its own server, used by a Session
+// that goes through a proxy (for request-level faults), and a Count at the
+// same path on another Session that goes straight to the server. The node
+// exists, holding 1 at version 0, unless missing is set: then only its
+// parent does.
+func lossy(t *testing.T, missing bool) (p *zktest.Proxy, a, b *dsync.Count, obs *zk.Conn, name string) {
+	t.Helper()
+	srv := zktest.Start(t)
+	p = zktest.NewProxy(t, srv.Addr())
+	name = lockPath(t) + "/count"
+	// A session timeout long enough that the client does not give up on a
+	// connection by itself while a test holds its reply back.
+	a = dsync.NewCount(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second)), name, 1)
+	b = dsync.NewCount(dial(t, []string{srv.Addr()}), name, 1)
+	obs = observer(t, srv.Addr())
+	if missing {
+		createRaw(t, obs, path.Dir(name), nil)
+	} else if _, err := b.Get(valueCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	return p, a, b, obs, name
+}
+
+// assertNode fails unless the node at path holds the int32 want at version.
+func assertNode(t *testing.T, obs *zk.Conn, path string, want, version int32) {
+	t.Helper()
+	data, st, err := obs.Get(path)
+	if err != nil {
+		t.Fatalf("Get(%s) = %v", path, err)
+	}
+	got, err := dsync.Int32Codec{}.Decode(data)
+	if err != nil || got != want || st.Version != version {
+		t.Fatalf("%s holds %d (%v) at version %d; want %d at version %d", path, got, err, st.Version, want, version)
+	}
+}
+
+// assertUnknown fails unless err says the outcome of a write is unknown,
+// with its cause.
+func assertUnknown(t *testing.T, what string, err error, cause error) {
+	t.Helper()
+	if !errors.Is(err, dsync.ErrOutcomeUnknown) || !errors.Is(err, cause) || !strings.HasPrefix(err.Error(), "dsync: ") {
+		t.Fatalf("%s = %v; want a dsync: error wrapping ErrOutcomeUnknown and %v", what, err, cause)
+	}
+}
+
+// strikeWrite arms fault action on the first request m matches, runs write
+// on a goroutine and, once the fault has struck, runs meanwhile (which ends
+// with whatever lets the write return); it returns write's error.
+func strikeWrite(p *zktest.Proxy, m zktest.Match, action zktest.Action, write func() error, meanwhile func()) error {
+	f := p.Strike(m, action)
+	got := make(chan error, 1)
+	go func() { got <- write() }()
+	<-f.Struck()
+	meanwhile()
+	return <-got
+}
+
+// casOnce is a CompareAndSet whose true result is an error.
+func casOnce(ctx context.Context, c *dsync.Count, prev dsync.Versioned[int32], x int32) func() error {
+	return func() error {
+		ok, err := c.CompareAndSet(ctx, prev, x)
+		if ok {
+			return fmt.Errorf("CompareAndSet(%+v, %d) = true, %v", prev, x, err)
+		}
+		return err
+	}
+}
+
+// TestValueCompareAndSetLostWriteNotClaimed pins a compare-and-set that
+// reported a write that never happened: A's write is lost with its
+// connection, B writes the same value over the same version, and A, which
+// used to send its write again, got BadVersion, found its value at the next
+// version and reported true.
+func TestValueCompareAndSetLostWriteNotClaimed(t *testing.T) {
+	ctx := valueCtx(t)
+	p, a, b, obs, path := lossy(t, false)
+	v0 := dsync.Versioned[int32]{Value: 1, Version: 0}
+	// A's write goes out and never arrives.
+	err := strikeWrite(p, zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.BlackHole, casOnce(ctx, a, v0, 6), func() {
+		if ok, err := b.CompareAndSet(ctx, v0, 6); !ok || err != nil {
+			t.Errorf("b.CompareAndSet(%+v, 6) = %v, %v; want true, nil", v0, ok, err)
+		}
+		p.Heal()
+	})
+	assertUnknown(t, "a.CompareAndSet with its write lost", err, zk.ErrConnectionClosed)
+	assertNode(t, obs, path, 6, 1)
+}
+
+// TestValueCompareAndSetLostReplyNotDenied pins a compare-and-set that
+// reported false for a write that was applied: its reply was lost, another
+// write followed, and the write sent again got BadVersion.
+func TestValueCompareAndSetLostReplyNotDenied(t *testing.T) {
+	ctx := valueCtx(t)
+	p, a, _, obs, path := lossy(t, false)
+	v0 := dsync.Versioned[int32]{Value: 1, Version: 0}
+	// A's write is applied; its reply is held back.
+	err := strikeWrite(p, zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.Drop, casOnce(ctx, a, v0, 6), func() {
+		assertNode(t, obs, path, 6, 1)
+		if _, err := obs.Set(path, []byte{0, 0, 0, 7}, 1); err != nil {
+			t.Error(err)
+		}
+		p.Cut()
+	})
+	assertUnknown(t, "a.CompareAndSet with its reply lost", err, zk.ErrConnectionClosed)
+	assertNode(t, obs, path, 7, 2)
+}
+
+// TestValueSetLostReplyNotRepeated pins a Set applied twice: its reply was
+// lost, a compare-and-set landed over it, and Set sent its write again,
+// undoing that compare-and-set.
+func TestValueSetLostReplyNotRepeated(t *testing.T) {
+	ctx := valueCtx(t)
+	p, a, b, obs, path := lossy(t, false)
+	set := func() error { return a.Set(ctx, 6) }
+	err := strikeWrite(p, zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.Drop, set, func() {
+		v1 := dsync.Versioned[int32]{Value: 6, Version: 1}
+		if ok, err := b.CompareAndSet(ctx, v1, 7); !ok || err != nil {
+			t.Errorf("b.CompareAndSet(%+v, 7) = %v, %v; want true, nil", v1, ok, err)
+		}
+		p.Cut()
+	})
+	assertUnknown(t, "a.Set with its reply lost", err, zk.ErrConnectionClosed)
+	assertNode(t, obs, path, 7, 2)
+}
+
+// TestValueSetLostCreateNotRepeated pins the same for the create of a
+// missing node: Set sent the create again, found the node, and wrote over
+// it, so one Set made two versions.
+func TestValueSetLostCreateNotRepeated(t *testing.T) {
+	ctx := valueCtx(t)
+	p, a, _, obs, path := lossy(t, true)
+	set := func() error { return a.Set(ctx, 6) }
+	err := strikeWrite(p, zktest.Match{Op: zktest.OpCreate, Path: path}, zktest.Lose, set, func() {})
+	assertUnknown(t, "a.Set with its create's reply lost", err, zk.ErrConnectionClosed)
+	assertNode(t, obs, path, 6, 0)
+}
+
+// deadlineCtx is a context whose deadline passes when expire is called.
+type deadlineCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newDeadlineCtx(parent context.Context) *deadlineCtx {
+	return &deadlineCtx{Context: parent, done: make(chan struct{})}
+}
+
+func (c *deadlineCtx) expire()                     { c.once.Do(func() { close(c.done) }) }
+func (c *deadlineCtx) Done() <-chan struct{}       { return c.done }
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// TestValueWriteCtxDoneInFlight pins writes that, when ctx ended while they
+// were on their way, returned ctx.Err() alone, as if nothing had been
+// written: they return at once, and their errors say the outcome is unknown
+// and wrap ctx.Err().
+func TestValueWriteCtxDoneInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(ctx context.Context, c *dsync.Count) error
+		end   func() (context.Context, func())
+		cause error
+	}{
+		{
+			name:  "Set canceled",
+			write: func(ctx context.Context, c *dsync.Count) error { return c.Set(ctx, 6) },
+			end: func() (context.Context, func()) {
+				return context.WithCancel(context.Background())
+			},
+			cause: context.Canceled,
+		},
+		{
+			name: "CompareAndSet past its deadline",
+			write: func(ctx context.Context, c *dsync.Count) error {
+				return casOnce(ctx, c, dsync.Versioned[int32]{Value: 1, Version: 0}, 6)()
+			},
+			end: func() (context.Context, func()) {
+				ctx := newDeadlineCtx(context.Background())
+				return ctx, ctx.expire
+			},
+			cause: context.DeadlineExceeded,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, a, _, obs, path := lossy(t, false)
+			ctx, end := tc.end()
+			defer end()
+			// The write is applied; its reply is held back.
+			write := func() error { return tc.write(ctx, a) }
+			err := strikeWrite(p, zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.Drop, write, end)
+			assertUnknown(t, tc.name+" in flight", err, tc.cause)
+			assertNode(t, obs, path, 6, 1)
+			p.Cut() // the write ends in the background
+		})
+	}
+}
+
+// TestValueWatchOneWatch pins a watch leak: each Watch loop that ended
+// (broken out of, or its ctx done) left its watch behind in go-zookeeper
+// until the node changed: 1,000 loops, 1,000 watch channels. The loops of a
+// Value share one watch.
+func TestValueWatchOneWatch(t *testing.T) {
+	const loops = 200
+	ctx := valueCtx(t)
+	path := valuePath(t)
+	s := dial(t, []string{shared.Addr()})
+	c := dsync.NewCount(s, path, 1)
+	conn := connOf(t, s)
+	for i := 0; i < loops; i++ {
+		for _, err := range c.Watch(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if n := clientWatches(t, conn, path); n != 1 {
+		t.Fatalf("after %d Watch loops broken out of, go-zookeeper holds %d watches on the node; want 1", loops, n)
+	}
+
+	// Loops at once share the watch, and all see a change.
+	const watchers = 5
+	seen := make(chan int32, 2*watchers)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < watchers; i++ {
+		wg.Go(func() {
+			for v, err := range c.Watch(wctx) {
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				seen <- v.Value
+			}
+		})
+	}
+	for i := 0; i < watchers; i++ {
+		if v := <-seen; v != 1 {
+			t.Fatalf("a Watch loop yielded %d first; want 1", v)
+		}
+	}
+	if n := clientWatches(t, conn, path); n != 1 {
+		t.Errorf("with %d Watch loops running, go-zookeeper holds %d watches on the node; want 1", watchers, n)
+	}
+	if err := dsync.NewCount(dial(t, []string{shared.Addr()}), path, 1).Set(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < watchers; i++ {
+		if v := <-seen; v != 2 {
+			t.Fatalf("a Watch loop yielded %d after Set(2); want 2", v)
+		}
+	}
+	cancel()
+	wg.Wait()
+	if n := clientWatches(t, conn, path); n != 1 {
+		t.Errorf("after the loops ended, go-zookeeper holds %d watches on the node; want 1", n)
+	}
+	if ids := watches(t)[path]; len(ids) != 1 || ids[0] != conn.SessionID() {
+		t.Errorf("the server has watches on the node of sessions %x; want one of %x", ids, conn.SessionID())
 	}
 }

@@ -54,10 +54,14 @@ type Weighted struct {
 	lock   queue
 	leases queue
 	policy LossPolicy
-	max    int64  // fixed maximum, or 0 with count
-	count  *Count // shared maximum, or nil
+	max    int64              // fixed maximum, or 0 with count
+	count  *Count             // shared maximum, or nil
+	seen   watchedRead[int32] // count as last read, with its watch
 	err    error
 	gate   gate // one acquirer of this process at a time
+	// undoing holds the deletes of a failed acquisition's lease nodes; the
+	// gate's holder owns it and hands it on (see gate).
+	undoing []<-chan struct{}
 
 	mu   sync.Mutex
 	held []*Lease // taken by Acquire and TryAcquire, for Release
@@ -78,7 +82,8 @@ func NewWeighted(sess *zkconn.Session, path string, max int64, opts ...Option) *
 // NewWeightedCount returns a semaphore at path whose maximum is the value of
 // count, followed live (Curator's SharedCountReader mode): raising the count
 // wakes waiters, lowering it applies to acquisitions from then on (leases
-// held are not taken back).
+// held are not taken back). It keeps one watch on the count per ZooKeeper
+// session, set again only after it fires.
 func NewWeightedCount(sess *zkconn.Session, path string, count *Count, opts ...Option) *Weighted {
 	w := newWeighted(sess, path, opts)
 	w.count = count
@@ -106,8 +111,10 @@ func newWeighted(sess *zkconn.Session, path string, opts []Option) *Weighted {
 // Acquire acquires n leases, blocking until they are available or ctx is
 // done. On success, returns nil. On failure, returns ctx.Err() (or the error
 // that stopped it) and leaves the semaphore unchanged: no lease node and no
-// internal lock node is left behind. n <= 0 or n above the maximum is an
-// error at once (wrapping ErrWeight), where x/sync's would block forever.
+// internal lock node is left behind. n <= 0, or n above a fixed maximum, is
+// an error at once (wrapping ErrWeight), where x/sync's would block forever;
+// with NewWeightedCount, n above the count waits until the count allows it
+// or ctx is done, as in Curator (TryAcquire, TryAcquireLeases: ErrWouldBlock).
 func (w *Weighted) Acquire(ctx context.Context, n int64) error {
 	ls, err := w.acquire(ctx, n, true, false)
 	if err != nil {
@@ -121,6 +128,9 @@ func (w *Weighted) Acquire(ctx context.Context, n int64) error {
 // reports whether it did. It does talk to ZooKeeper (bounded by the session
 // timeout), and reports false if that fails.
 func (w *Weighted) TryAcquire(n int64) bool {
+	if w.err != nil {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.lock.sess.SessionTimeout())
 	defer cancel()
 	ls, err := w.acquire(ctx, n, false, false)
@@ -211,19 +221,30 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 	if err := w.gate.enter(ctx, wait); err != nil {
 		return nil, err
 	}
-	defer w.gate.leave()
+	var released <-chan struct{} // the internal lock's delete
+	defer func() {
+		w.gate.leave(settled(append(w.undoing, released)))
+		w.undoing = nil
+	}()
 	for {
-		lk, err := w.lock.acquire(ctx, wait, false) // errors carry the path already
+		lk, err := w.lock.acquire(ctx, wait, false, &w.undoing) // errors carry the path already
 		if err != nil {
 			return nil, err
 		}
 		var nodes []string
 		nodes, err = w.grant(ctx, lk.h, n, wait)
 		var ls []*Lease
+		released = lk.remove()
 		if err == nil {
-			ls, err = w.start(ctx, lk, nodes, track)
-		} else {
-			lk.remove()
+			ls, err = w.start(ctx, lk.h, nodes, track)
+		}
+		if err == nil && lost(ls) {
+			// Lost before they were handed out (the connection dropped
+			// meanwhile): give them back and start again.
+			for _, l := range ls {
+				l.Release()
+			}
+			err = errNodeGone
 		}
 		if err == nil {
 			return ls, nil
@@ -238,14 +259,14 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 }
 
 // grant creates n lease nodes in h's session and waits until the leases fit
-// under the maximum. The caller holds the internal lock, so nobody else adds
+// under the maximum (a shared maximum below n, until it grows). The caller holds the internal lock, so nobody else adds
 // lease nodes meanwhile: the listing only shrinks. On failure it deletes the
-// nodes it made.
+// nodes it made, adding the deletes to w.undoing (the caller holds the gate).
 func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait bool) (nodes []string, err error) {
 	defer func() {
 		if err != nil {
 			for _, p := range nodes {
-				h.Delete(p)
+				w.undoing = append(w.undoing, h.Delete(p))
 			}
 			nodes = nil
 		}
@@ -287,9 +308,7 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait boo
 		if err != nil {
 			return nodes, err
 		}
-		if n > max {
-			return nodes, fmt.Errorf("%w: %d leases of a semaphore of %d", ErrWeight, n, max)
-		}
+		// n above a shared maximum waits for it to grow, as in Curator.
 		if int64(len(children)+missing) <= max {
 			return nodes, nil
 		}
@@ -299,6 +318,7 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait boo
 		select {
 		case <-watch:
 		case <-maxWatch:
+			w.seen.forget(maxWatch) // read the count again
 		case <-ctx.Done():
 			return nodes, ctx.Err()
 		case <-h.Lost():
@@ -308,51 +328,49 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait boo
 	}
 }
 
-// start turns granted lease nodes into Leases and releases the internal
-// lock lk. With track set, it watches each lease for loss (and learns its
-// token) while lk is released: one round trip for both.
-func (w *Weighted) start(ctx context.Context, lk entry, nodes []string, track bool) ([]*Lease, error) {
+// start turns granted lease nodes into Leases; the internal lock is already
+// released. With track set, it watches each lease for loss (and learns its
+// token).
+func (w *Weighted) start(ctx context.Context, h zkconn.Handle, nodes []string, track bool) ([]*Lease, error) {
 	ls := make([]*Lease, 0, len(nodes))
-	lease := func(e entry) {
-		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy, track), data: w.leases.data, timeout: w.lock.sess.SessionTimeout()})
-	}
-	if !track {
-		lk.remove()
-		for _, p := range nodes {
-			lease(entry{h: lk.h, node: p})
-		}
-		return ls, nil
-	}
-	released := make(chan struct{})
-	go func() {
-		<-lk.remove()
-		close(released)
-	}()
-	defer func() { <-released }()
 	for i, p := range nodes {
-		e := entry{h: lk.h, node: p}
-		var err error
-		if e.czxid, e.own, err = watchNode(ctx, lk.h, p); err != nil {
-			for _, l := range ls {
-				l.Release()
+		e := entry{h: h, node: p}
+		if track {
+			var err error
+			if e.czxid, e.own, err = watchNode(ctx, h, p); err != nil {
+				for _, l := range ls {
+					l.Release()
+				}
+				for _, q := range nodes[i:] {
+					h.Delete(q)
+				}
+				return nil, err
 			}
-			for _, q := range nodes[i:] {
-				lk.h.Delete(q)
-			}
-			return nil, err
 		}
-		lease(e)
+		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy, track), data: w.leases.data, timeout: w.lock.sess.SessionTimeout()})
 	}
 	return ls, nil
 }
 
+// lost reports whether any of ls has ended already.
+func lost(ls []*Lease) bool {
+	for _, l := range ls {
+		if l.hd.ctx.Err() != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // limit returns the maximum now and, with a shared count, a watch that fires
-// when it changes.
+// when it changes. It reads the count, setting the watch, only when the
+// watch it set last has fired or belongs to another ZooKeeper session: one
+// watch per change, not one per acquisition (see Value.readWatched).
 func (w *Weighted) limit(ctx context.Context, h zkconn.Handle) (int64, <-chan zk.Event, error) {
 	if w.count == nil {
 		return w.max, nil, nil
 	}
-	v, _, watch, err := w.count.read(ctx, h, true)
+	v, _, watch, err := w.count.readWatched(ctx, h, &w.seen)
 	return int64(v.Value), watch, err
 }
 
@@ -365,10 +383,13 @@ func listW(ctx context.Context, h zkconn.Handle, path string) ([]string, <-chan 
 		children, _, watch, err = c.ChildrenW(path)
 		return err
 	})
-	if errors.Is(err, zk.ErrNoNode) {
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
 		return nil, nil, nil
+	case err != nil:
+		return nil, nil, err
 	}
-	return children, watch, err
+	return children, watch, nil
 }
 
 func contains(list []string, s string) bool {
@@ -413,5 +434,5 @@ func (l *Lease) Release() {
 	if !first {
 		panic("dsync: released more than held")
 	}
-	l.hd.end()
+	l.hd.h.Settle(l.hd.end())
 }

@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
 
 // Delete removes the node at path (any version) in h's session: a guaranteed
-// delete. It tries at once if the connection is up; if it is not, or the
-// attempt is cut short by a dropped connection, it carries on in the
-// background until the node is deleted, is found gone, or h's session is
-// lost or the Session closed (either removes h's ephemeral nodes anyway).
+// delete. It never waits for the network: the request goes out from a
+// goroutine the Session owns, which carries on across dropped connections
+// until the node is deleted, is found gone, or h's session is lost or the
+// Session closed (either removes h's ephemeral nodes anyway).
 //
 // Each path in fire is a signal sent with the delete: in the same
 // transaction, and only if the node at path still exists, a node is created
@@ -20,10 +21,10 @@ import (
 // it fire (zk.EventNodeCreated). If a signal cannot be sent (a node is
 // already there, say) the node at path is deleted without signals.
 //
-// The returned channel is closed when Delete is done (at once if the first
-// attempt settled it); reading it is optional. Close waits for background
-// deletes. Errors other than a lost connection (no permission, say) are
-// logged, not retried.
+// The returned channel is closed when the delete is settled; reading it is
+// optional. Close ends the session (so the server deletes its ephemeral
+// nodes) and waits for these goroutines. Errors other than a lost connection
+// (no permission, say) are logged, not retried.
 func (h Handle) Delete(path string, fire ...string) <-chan struct{} {
 	return h.guarantee("delete "+path, func(c *zk.Conn) error {
 		if len(fire) > 0 {
@@ -68,17 +69,10 @@ func (h Handle) forgetProtected(parent, prefix string) {
 	})
 }
 
-// guarantee runs op until it settles (see Delete), inline first when the
-// connection is up, then on a goroutine the Session owns.
+// guarantee runs op until it settles (see Delete) on a goroutine the
+// Session owns.
 func (h Handle) guarantee(what string, op func(*zk.Conn) error) <-chan struct{} {
 	done := make(chan struct{})
-	if h.isConnected() {
-		if err := op(h.Conn()); !transient(err) {
-			h.report(what, err)
-			close(done)
-			return done
-		}
-	}
 	s := h.s
 	s.mu.Lock()
 	if s.closed {
@@ -105,9 +99,25 @@ func (h Handle) report(what string, err error) {
 	h.s.cfg.logger.Error("zkconn: "+what+" failed", "err", err)
 }
 
-// isConnected reports whether h's session is alive with a connection up now.
-func (h Handle) isConnected() bool {
-	h.s.mu.Lock()
-	defer h.s.mu.Unlock()
-	return h.s.gen == h.gen && h.s.state.connected()
+// Settle waits for done (a channel from Delete) for as long as the servers
+// answer as fast as they have lately: at most four recent round trips (and
+// at least 10ms), and not past a drop of h's connection. A release that
+// settles meanwhile is visible to everyone once Settle returns, as a
+// sync.Mutex's is; one that does not goes on in the background, so that
+// Settle never waits on a slow or silent network.
+func (h Handle) Settle(done <-chan struct{}) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	bound := max(4*h.gen.c.wire.RoundTrip(), 10*time.Millisecond)
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-h.link:
+	case <-h.gen.lost:
+	}
 }

@@ -22,6 +22,11 @@ var ErrSessionLost = errors.New("zkconn: zookeeper session lost")
 // ZooKeeper would reject, or that dsync refuses to use.
 var ErrBadPath = errors.New("zkconn: bad path")
 
+// ErrUnknownOutcome is wrapped by the error of a write whose reply never
+// came: the connection dropped, the caller's ctx ended or the session was
+// lost while it was in flight. It may or may not have been applied.
+var ErrUnknownOutcome = errors.New("zkconn: outcome unknown")
+
 // transient reports whether err means only that the connection dropped while
 // a request was in flight: the request may or may not have been applied, and
 // the session may still be alive.

@@ -2,6 +2,9 @@ package zkconn
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -102,13 +105,17 @@ func (h Handle) ready(ctx context.Context) (chan struct{}, error) {
 // to repeat (reads, deletes, versioned writes). It returns op's error, or
 // ctx.Err(), or an error wrapping ErrSessionLost or ErrClosed when h's session
 // ends; go-zookeeper's session errors are wrapped, so errors.Is matches both.
+//
+// Do returns as soon as ctx is done or h's session is lost, even while op is
+// in flight: op then finishes on a goroutine the Session owns (Close waits
+// for it), and whatever it did stands.
 func (h Handle) Do(ctx context.Context, op func(*zk.Conn) error) error {
 	for {
 		link, err := h.ready(ctx)
 		if err != nil {
 			return err
 		}
-		err = op(h.Conn())
+		err = h.call(ctx, op)
 		if !transient(err) {
 			return h.sessionError(err)
 		}
@@ -122,6 +129,80 @@ func (h Handle) Do(ctx context.Context, op func(*zk.Conn) error) error {
 			return h.gen.cause
 		}
 	}
+}
+
+// DoOnce runs op with h's connection once, for a request that must not be
+// repeated (a plain write, say), after waiting for a connection as Do does.
+// It returns op's error (mapped as Do maps it), or ctx.Err() or h.Err() if op
+// was never sent. If the connection drops, ctx is done or h's session is lost
+// while op is in flight, op may or may not have been applied: the error then
+// wraps ErrUnknownOutcome and the cause, so errors.Is matches both.
+func (h Handle) DoOnce(ctx context.Context, op func(*zk.Conn) error) error {
+	if _, err := h.ready(ctx); err != nil {
+		return err
+	}
+	err := h.call(ctx, op)
+	switch {
+	case err == nil:
+		return nil
+	case transient(err), ctx.Err() != nil && errors.Is(err, ctx.Err()), errors.Is(err, ErrSessionLost), errors.Is(err, ErrClosed):
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, h.sessionError(err))
+	}
+	return h.sessionError(err)
+}
+
+// call runs op, returning early with ctx.Err() or h's cause if ctx is done or
+// h's session is lost first (op then finishes on a goroutine the Session
+// owns). A ctx that can never be done runs op inline.
+func (h Handle) call(ctx context.Context, op func(*zk.Conn) error) error {
+	return h.callOr(ctx, op, nil)
+}
+
+// callOr is call, with abandoned run on op's goroutine, given op's error, if
+// the caller returned before op did: it undoes what op may have done.
+// Exactly one of the two takes op's outcome.
+func (h Handle) callOr(ctx context.Context, op func(*zk.Conn) error, abandoned func(error)) error {
+	conn := h.Conn()
+	if ctx.Done() == nil {
+		return op(conn)
+	}
+	s := h.s
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.bg.Add(1)
+	s.mu.Unlock()
+	const (
+		pending = iota
+		taken   // the caller takes op's error from res
+		left    // the caller returned early; abandoned takes it
+	)
+	var state atomic.Int32
+	res := make(chan error, 1)
+	go func() {
+		defer s.bg.Done()
+		err := op(conn)
+		if state.CompareAndSwap(pending, taken) {
+			res <- err
+		} else if abandoned != nil {
+			abandoned(err)
+		}
+	}()
+	var early error
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		early = ctx.Err()
+	case <-h.gen.lost:
+		early = h.gen.cause
+	}
+	if state.CompareAndSwap(pending, left) {
+		return early
+	}
+	return <-res
 }
 
 // Wait blocks until watch (a one-shot channel from a go-zookeeper *W call on

@@ -101,7 +101,19 @@ func (h Handle) CreateProtected(ctx context.Context, parent, name string, data [
 		if err != nil {
 			return "", err
 		}
-		p, err := h.Conn().Create(full, data, zk.FlagEphemeral|zk.FlagSequence, h.s.cfg.acl)
+		var p string
+		err = h.callOr(ctx, func(c *zk.Conn) (err error) {
+			p, err = c.Create(full, data, zk.FlagEphemeral|zk.FlagSequence, h.s.cfg.acl)
+			return err
+		}, func(err error) {
+			// ctx ended or the session was lost with the create in flight.
+			switch {
+			case err == nil:
+				h.Delete(p)
+			case transient(err):
+				h.forgetProtected(parent, prefix)
+			}
+		})
 		switch {
 		case err == nil:
 			if err := ctx.Err(); err != nil {
@@ -114,6 +126,8 @@ func (h Handle) CreateProtected(ctx context.Context, parent, name string, data [
 				return "", err
 			}
 			continue
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return "", err // abandoned: the request's goroutine cleans up
 		case !transient(err):
 			if err := h.sessionError(err); errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
 				return "", err

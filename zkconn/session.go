@@ -43,6 +43,7 @@ type Session struct {
 // client is one *zk.Conn and what the Session knows of it.
 type client struct {
 	conn       *zk.Conn
+	wire       *wire
 	authed     bool // WithDigestAuth credentials accepted (or none set)
 	hasSession bool // the conn's last session event was HasSession
 }
@@ -103,10 +104,10 @@ func closedChan() chan struct{} {
 // own goroutine, which takes s.mu: holding it here orders those calls after
 // the assignment of c.conn.
 func (s *Session) newClientLocked() (*client, error) {
-	c := &client{authed: s.cfg.authScheme == ""}
+	c := &client{authed: s.cfg.authScheme == "", wire: newWire(s.cfg.dialer)}
 	conn, _, err := zk.Connect(s.servers, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
-		zk.WithDialer(s.cfg.dialer),
+		zk.WithDialer(c.wire.dialer()),
 		zk.WithLogger(zkLogger{s.cfg.logger}),
 	)
 	if err != nil {
@@ -139,6 +140,7 @@ func (s *Session) onEvent(c *client, ev zk.Event) {
 	case zk.StateExpired:
 		c.hasSession = false
 		s.loseLocked(fmt.Errorf("%w: %w", ErrSessionLost, zk.ErrSessionExpired))
+		s.retireLocked(c)
 	case zk.StateAuthFailed:
 		s.cfg.logger.Error("zkconn: authentication failed", "server", ev.Server)
 	}
@@ -166,7 +168,10 @@ func (s *Session) suspendLocked() {
 		return
 	}
 	close(s.link)
-	s.expireAt = time.Now().Add(s.cfg.sessionTimeout)
+	s.expireAt = s.cur.wire.aliveUntil()
+	if s.expireAt.IsZero() {
+		s.expireAt = time.Now().Add(s.cfg.sessionTimeout)
+	}
 	s.setStateLocked(StateSuspended, 0)
 	select {
 	case s.kick <- struct{}{}:
@@ -236,9 +241,10 @@ func (s *Session) run() {
 		var fire <-chan time.Time
 		switch {
 		case c == nil:
-			if !s.replace(nil) {
-				fire = time.After(time.Second) // the servers did not resolve: try again
+			if s.replace(nil) {
+				continue
 			}
+			fire = time.After(time.Second) // the servers did not resolve: try again
 		case !c.authed:
 			s.authenticate(c)
 			continue
@@ -288,11 +294,28 @@ func (s *Session) giveUp(c *client) {
 		s.mu.Unlock()
 		return
 	}
-	s.loseLocked(fmt.Errorf("%w: disconnected for longer than the session timeout (%v)", ErrSessionLost, s.cfg.sessionTimeout))
-	s.cur = nil
+	s.loseLocked(fmt.Errorf("%w: no reply from the servers for the session timeout (%v)", ErrSessionLost, s.timeoutLocked()))
+	s.retireLocked(c)
 	s.mu.Unlock()
-	c.conn.Close()
-	s.replace(nil)
+}
+
+// retireLocked stops using c, whose session is lost: it is closed on a
+// goroutine (closing waits for the servers briefly), and run starts a new
+// *zk.Conn. A *zk.Conn never carries a second session (see wire).
+func (s *Session) retireLocked(c *client) {
+	if s.cur != c {
+		return
+	}
+	s.cur = nil
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		c.conn.Close()
+	}()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // replace starts a new *zk.Conn if the Session is open and its current one
@@ -347,8 +370,25 @@ func (s *Session) State() State {
 	return s.state
 }
 
-// SessionTimeout returns the session timeout the Session asks for.
-func (s *Session) SessionTimeout() time.Duration { return s.cfg.sessionTimeout }
+// SessionTimeout returns the session timeout of the current ZooKeeper
+// session as the server granted it (servers clamp what a client asks for to
+// their minSessionTimeout and maxSessionTimeout), or the timeout asked for
+// (WithSessionTimeout) while no session has been granted yet. Every deadline
+// the Session keeps is derived from the granted timeout.
+func (s *Session) SessionTimeout() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.timeoutLocked()
+}
+
+func (s *Session) timeoutLocked() time.Duration {
+	if s.cur != nil {
+		if t := s.cur.wire.Timeout(); t > 0 {
+			return t
+		}
+	}
+	return s.cfg.sessionTimeout
+}
 
 // ACL returns the ACL the Session gives the nodes it creates.
 func (s *Session) ACL() []zk.ACL { return s.cfg.acl }

@@ -2,8 +2,8 @@
 // net/http/httptest starts HTTP servers, and as Curator's TestingServer and
 // TestingCluster do for Java. dsync's behaviour is tested against the real
 // thing, never a fake: a Server is one ZooKeeper process, an Ensemble is a
-// quorum of them, and a Proxy sits between a client and a server to cut or
-// partition the network.
+// quorum of them, and a Proxy sits between a client and a server to cut,
+// partition or slow the network, or to break it at one chosen request.
 //
 // # What it needs
 //
@@ -70,11 +70,50 @@
 // (Ensemble.Server), and whose leader and health Ensemble.Leader and
 // Ensemble.WaitQuorum observe. A Proxy forwards a client's connections to a
 // server and can Cut them (the client sees them close), BlackHole them (a
-// partition: nothing passes and nobody is told) and Heal.
+// partition: nothing passes and nobody is told), DropReplies, Heal, and
+// SetDelay to make every round trip at least twice the delay longer, as
+// across a real network.
 //
 // Server.Command sends any four-letter word, and Server.Mntr and Server.Mode
 // parse the two that tests need most: the server's metrics, such as request
 // counts for benchmarks, and its role.
+//
+// # Faults at the exact request
+//
+// A safety argument usually hangs on one request: the create whose reply is
+// lost, the delete that never arrives. Proxy.Strike arms a one-shot fault
+// that strikes the first request a Match selects (by opcode and path, also
+// inside a multi), on whichever connection of the proxy sends it, and
+// Fault.Struck says when it has happened, so a test needs no sleep to hit
+// the moment. The Action decides the request's outcome:
+//
+//   - Cut: the connection closes before the request reaches the server. Not
+//     applied; go-zookeeper returns zk.ErrConnectionClosed.
+//   - Lose: the server applies the request; its reply is dropped and the
+//     connection closed. Applied; go-zookeeper returns
+//     zk.ErrConnectionClosed too, so the caller cannot tell it from Cut.
+//   - BlackHole: the connection is partitioned from the request on, until
+//     Heal. Not applied; the client finds out only by its own timeout.
+//   - Drop: the server applies the request and only its reply is dropped;
+//     the connection carries on. go-zookeeper waits for the reply until the
+//     connection closes for some other reason.
+//
+// A multi is one request: a fault that strikes it strikes all its ops. For
+// example, to check that a lock leaves no node behind when the reply to its
+// create is lost:
+//
+//	p := zktest.NewProxy(t, srv.Addr())
+//	sess, err := zkconn.Dial(ctx, []string{p.Addr()})
+//	...
+//	m := dsync.NewMutex(sess, "/locks/orders")
+//	fault := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/locks/orders/", Prefix: true}, zktest.Lose)
+//	_, err = m.LockContext(ctx) // its create is applied, the reply lost
+//	<-fault.Struck()
+//	// now m is held, or no node of ours is left under /locks/orders
+//
+// Faults and Proxy.Requests read the ZooKeeper protocol on the wire;
+// whatever else crosses a proxy (four-letter words) is forwarded as it
+// comes, delayed like the rest, and never matches.
 //
 // # The servers
 //
@@ -91,7 +130,8 @@
 // # Goroutines
 //
 // A started server has one goroutine, which waits for its JVM; a Proxy has
-// one that accepts and one or two per connection. Stop and Close wait for
+// one that accepts and up to four per connection (a reader and a writer each
+// way). Stop and Close wait for
 // them, so a test that closes what it starts (the cleanups of Start,
 // StartEnsemble and NewProxy do) leaves no goroutine behind for goleak to
 // find. On Linux the kernel kills a server's JVM when the process that

@@ -17,9 +17,11 @@ const proxyDialTimeout = 5 * time.Second
 
 // A Proxy is a TCP proxy on 127.0.0.1 that forwards every connection to one
 // target address, and can break them the ways networks do: Cut closes them,
-// BlackHole partitions them, DropReplies loses what comes back. Point a client at Addr instead of at the server
-// to test how it copes. Its methods may be called from several goroutines.
-// The zero value is not usable.
+// BlackHole partitions them, DropReplies loses what comes back, SetDelay
+// makes them slow, and Strike breaks one connection at the exact request a
+// test chooses. Point a client at Addr instead of at the server to test how
+// it copes. Its methods may be called from several goroutines. The zero
+// value is not usable.
 type Proxy struct {
 	target string
 	ln     net.Listener
@@ -29,9 +31,11 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[*proxyConn]struct{} // held connections
 	filter filter                  // for new connections
+	faults []*Fault                // armed, oldest first
 	closed bool
 
 	requests atomic.Int64 // see Requests
+	delay    atomic.Int64 // see SetDelay, in ns
 
 	wg        sync.WaitGroup // every goroutine the proxy started
 	closeOnce sync.Once
@@ -115,23 +119,29 @@ func (p *Proxy) BlackHole() {
 // connection. Requests reach the server and take effect; their replies never
 // arrive, as when a partition begins between request and reply. Bytes already
 // passing through the proxy when DropReplies is called may still arrive.
-// Connections accepted during a black hole stay cut off. Heal ends it.
+// Connections in a black hole (BlackHole, or a fault's) stay cut off. Heal
+// ends it.
 func (p *Proxy) DropReplies() {
 	p.setFilter(filterReplies)
 }
 
+// setFilter sets the filter of the proxy and of its connections, but for
+// those in a black hole, which stay there until Heal.
 func (p *Proxy) setFilter(f filter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.filter = f
 	for c := range p.conns {
-		c.filter.Store(int32(f))
+		if filter(c.filter.Load()) != filterAll {
+			c.filter.Store(int32(f))
+		}
 	}
 }
 
-// Heal ends a black hole or DropReplies: it closes every connection that was
-// affected, so that clients notice and reconnect, and forwards new
-// connections again. Heal when all is well does nothing.
+// Heal ends a black hole or DropReplies, and the black holes of faults
+// (Strike with BlackHole): it closes every connection that was affected, so
+// that clients notice and reconnect, and forwards new connections again.
+// Heal when all is well does nothing. Faults still armed stay armed.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -185,7 +195,7 @@ func (p *Proxy) accept() {
 			return
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		c := &proxyConn{client: conn, ctx: ctx, cancel: cancel, counter: requestCounter{p: p}}
+		c := &proxyConn{p: p, client: conn, ctx: ctx, cancel: cancel, expected: map[int32]*Fault{}}
 		c.filter.Store(int32(p.filter))
 		p.conns[c] = struct{}{}
 		p.wg.Add(1)
@@ -198,7 +208,7 @@ func (p *Proxy) accept() {
 func (p *Proxy) serve(c *proxyConn) {
 	defer p.wg.Done()
 	defer p.forget(c)
-	defer c.close()
+	defer c.end()
 	if filter(c.filter.Load()) == filterAll {
 		// Accepted into the black hole: never reaches the target.
 		_, _ = io.Copy(io.Discard, c.client)
@@ -227,15 +237,16 @@ func (p *Proxy) forget(c *proxyConn) {
 
 // proxyConn is one client connection and its connection to the target.
 type proxyConn struct {
-	client  net.Conn
-	ctx     context.Context // canceled by close; ends the dial
-	cancel  context.CancelFunc
-	filter  atomic.Int32   // a filter: what to drop
-	counter requestCounter // of what the client sends; used by one goroutine
+	p      *Proxy
+	client net.Conn
+	ctx    context.Context // canceled by close; ends the dial and the delays
+	cancel context.CancelFunc
+	filter atomic.Int32 // a filter: what to drop
 
 	mu       sync.Mutex
 	upstream net.Conn
 	closed   bool
+	expected map[int32]*Fault // by xid: Lose and Drop faults waiting for their reply
 }
 
 // setUpstream records the connection to the target, or closes it and
@@ -249,6 +260,18 @@ func (c *proxyConn) setUpstream(up net.Conn) bool {
 	}
 	c.upstream = up
 	return true
+}
+
+// end closes both sides of c, which has ended, and strikes the faults still
+// waiting for a reply on it, which can no longer arrive.
+func (c *proxyConn) end() {
+	c.close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for xid, f := range c.expected {
+		f.strike()
+		delete(c.expected, xid)
+	}
 }
 
 // close closes both sides; it may be called more than once.
@@ -266,20 +289,33 @@ func (c *proxyConn) close() {
 	}
 }
 
-// pipe copies src to dst, the way dir, until src ends. While the filter
-// drops dir it reads and drops what arrives, and when src ends it leaves dst
-// open, as a partition would; otherwise it passes the end on by closing both
-// sides.
+// pipe copies src to dst, the way dir, until src ends or a fault ends the
+// connection. It hands on what it reads a whole frame at a time once the
+// stream proves to be ZooKeeper's (see framer), so that faults strike whole
+// requests and replies, through a queue where packets wait out the delay
+// (see deliver). While the filter drops dir it reads and drops what arrives,
+// and when src ends it leaves dst open, as a partition would; otherwise it
+// passes the end on by closing both sides once the queue is delivered.
 func (c *proxyConn) pipe(dst, src net.Conn, dir direction) {
+	queue := make(chan packet, queueLen)
+	var wg sync.WaitGroup
+	wg.Go(func() { c.deliver(dst, dir, queue) })
+	defer wg.Wait()
+	defer close(queue)
+
+	var fr framer
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !c.drops(dir) {
-			if dir == toTarget {
-				c.counter.read(buf[:n])
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				break
+		if n > 0 {
+			pk := packet{at: c.p.deliveryTime()}
+			fr.next(buf[:n], func(frame []byte, kind frameKind) {
+				if !pk.end && !c.drops(dir) {
+					c.pass(&pk, frame, kind, dir)
+				}
+			})
+			if !c.send(queue, pk) || pk.end {
+				return
 			}
 		}
 		if err != nil {
@@ -287,8 +323,64 @@ func (c *proxyConn) pipe(dst, src net.Conn, dir direction) {
 		}
 	}
 	if !c.drops(dir) {
-		c.close()
+		c.send(queue, packet{end: true})
 	}
+}
+
+// pass adds frame, read the way dir, to pk, unless a fault takes it.
+func (c *proxyConn) pass(pk *packet, frame []byte, kind frameKind, dir direction) {
+	var f *Fault
+	if kind == messageFrame && dir == toTarget {
+		f = c.request(frame)
+	} else if kind == messageFrame {
+		f = c.reply(frame)
+	}
+	switch {
+	case f == nil:
+		pk.b = append(pk.b, frame...)
+	case f.action == BlackHole: // a request
+		c.filter.Store(int32(filterAll))
+		f.strike()
+	case f.action == Drop: // a reply
+		f.strike()
+	default: // Cut a request, Lose a reply
+		pk.end, pk.fault = true, f
+	}
+}
+
+// request looks at a request frame on its way to the target and returns the
+// Cut or BlackHole fault that takes it, if any; a Lose or Drop fault waits
+// for the reply. It counts the request if it goes on (see Requests).
+func (c *proxyConn) request(frame []byte) *Fault {
+	r := parseRequest(frame)
+	if r.op == OpPing {
+		return nil
+	}
+	f := c.p.take(r)
+	if f != nil && (f.action == Cut || f.action == BlackHole) {
+		return f
+	}
+	c.p.requests.Add(1)
+	if f != nil {
+		c.mu.Lock()
+		c.expected[r.xid] = f // before the request goes: its reply cannot overtake it
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// reply looks at a reply frame on its way to the client, and returns the Lose
+// or Drop fault waiting for it, if any.
+func (c *proxyConn) reply(frame []byte) *Fault {
+	xid := replyXid(frame)
+	if xid == xidUnknown {
+		return nil // a notification: answers no request
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.expected[xid]
+	delete(c.expected, xid)
+	return f
 }
 
 func (c *proxyConn) drops(dir direction) bool {

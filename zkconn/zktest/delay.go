@@ -1,0 +1,92 @@
+package zktest
+
+import (
+	"net"
+	"time"
+)
+
+// SetDelay delays every packet by d, each way, on the connections the proxy
+// holds and on new ones: each request and its reply, the connect handshake
+// and pings, take at least 2·d longer to go and come back, as over a long
+// network. A packet is what the proxy reads from one side at once. Order is
+// kept: when the delay shrinks, a packet still waits for those before it,
+// and a packet waiting in one direction holds up nothing in the other. Bytes
+// already in the proxy keep the delay they came in with. SetDelay(0) turns
+// the delay off; a negative d panics.
+func (p *Proxy) SetDelay(d time.Duration) {
+	if d < 0 {
+		panic("zktest: negative delay")
+	}
+	p.delay.Store(int64(d))
+}
+
+// deliveryTime returns the time at which a packet read now is due, or the
+// zero time without a delay.
+func (p *Proxy) deliveryTime() time.Time {
+	if d := time.Duration(p.delay.Load()); d > 0 {
+		return time.Now().Add(d)
+	}
+	return time.Time{}
+}
+
+// queueLen is how many packets may wait in one direction of a connection
+// before the proxy stops reading from that side.
+const queueLen = 128
+
+// A packet is what the proxy forwards at once: bytes, and then possibly the
+// end of the connection.
+type packet struct {
+	at    time.Time // when it is due
+	b     []byte
+	end   bool   // close both sides once b is written
+	fault *Fault // with end: the fault that ends the connection, struck once it is closed
+}
+
+// finish closes c if pk ends it.
+func (pk packet) finish(c *proxyConn) {
+	if !pk.end {
+		return
+	}
+	c.close()
+	if pk.fault != nil {
+		pk.fault.strike()
+	}
+}
+
+// send queues pk, unless it is empty, and reports whether the connection is
+// still open. On a closed connection it finishes pk at once.
+func (c *proxyConn) send(queue chan<- packet, pk packet) bool {
+	if len(pk.b) == 0 && !pk.end {
+		return true
+	}
+	select {
+	case queue <- pk:
+		return true
+	case <-c.ctx.Done():
+		pk.finish(c)
+		return false
+	}
+}
+
+// deliver writes the packets of queue to dst, the way dir, each when it is
+// due, until queue is closed. Once c is closed it writes nothing but still
+// finishes every packet.
+func (c *proxyConn) deliver(dst net.Conn, dir direction, queue <-chan packet) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for pk := range queue {
+		if wait := time.Until(pk.at); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-c.ctx.Done():
+			}
+		}
+		if len(pk.b) > 0 && c.ctx.Err() == nil {
+			if _, err := dst.Write(pk.b); err != nil && !c.drops(dir) {
+				c.close()
+			}
+		}
+		pk.finish(c)
+	}
+}
