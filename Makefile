@@ -64,3 +64,12 @@ demo: deps
 .PHONY: bench
 bench: deps
 	$(GO) run ./bench
+
+# The chaos suite (several minutes): worker processes hold dsync locks on a
+# 3-server ensemble while faults strike, until 10,000 holds and 5 faults of
+# each kind; then the checks (chaos/main.go says which). Writes
+# chaos/results.md and the table of README.md's Reliability section, and
+# fails if a check did.
+.PHONY: chaos
+chaos: deps
+	$(GO) run ./chaos -holds 10000 -faults 5 -report chaos/results.md -readme README.md

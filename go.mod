@@ -8,3 +8,5 @@ require (
 )
 
 require golang.org/x/sync v0.24.0
+
+require github.com/anishathalye/porcupine v1.3.1

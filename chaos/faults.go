@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
+)
+
+// The fault kinds, in the order the report lists them.
+const (
+	faultLeaderKill   = "leader killed and restarted"
+	faultFollowerKill = "follower killed and restarted"
+	faultPause        = "server paused past the session timeout"
+	faultPartition    = "client partitioned past the session timeout"
+	faultCutCreate    = "connection cut mid-create"
+	faultCutRelease   = "connection cut mid-release"
+	faultCutWrite     = "connection cut mid-write (Value)"
+	faultDeleteWaiter = "waiter's node deleted by an operator"
+	faultRevoke       = "__REVOKE__ written into a holder's node"
+	faultKill         = "client SIGKILL, restarted"
+	faultTerm         = "client SIGTERM, restarted"
+)
+
+var faultKinds = []string{
+	faultLeaderKill, faultFollowerKill, faultPause, faultPartition,
+	faultCutCreate, faultCutRelease, faultCutWrite,
+	faultDeleteWaiter, faultRevoke, faultKill, faultTerm,
+}
+
+// errNotStruck means that a fault found nothing to strike (no waiter in
+// line, say): the schedule moves on without counting it.
+var errNotStruck = errors.New("not struck")
+
+// fault strikes one fault of kind, heals it, and waits for the workers to
+// recover. An error means the cluster did not come back, which ends the run.
+func (c *coordinator) fault(kind string) error {
+	at := now()
+	var detail string
+	var err error
+	switch kind {
+	case faultLeaderKill:
+		detail, err = c.serverKill(true)
+	case faultFollowerKill:
+		detail, err = c.serverKill(false)
+	case faultPause:
+		detail, err = c.serverPause()
+	case faultPartition:
+		detail, err = c.partition()
+	case faultCutCreate:
+		detail, err = c.cutLock("acquire", zktest.OpCreate)
+	case faultCutRelease:
+		detail, err = c.cutLock("release", zktest.OpDelete)
+	case faultCutWrite:
+		detail, err = c.cutWrite()
+	case faultDeleteWaiter:
+		detail, err = c.deleteWaiter()
+	case faultRevoke:
+		detail, err = c.revoke()
+	case faultKill:
+		detail, err = c.clientSignal(syscall.SIGKILL)
+	case faultTerm:
+		detail, err = c.clientSignal(syscall.SIGTERM)
+	}
+	if errors.Is(err, errNotStruck) {
+		c.cfg.logf("%7.1fs %s: %v", time.Since(c.start).Seconds(), kind, err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	healed := now()
+	var live []string
+	for _, s := range c.live() {
+		live = append(live, s.cfg.name)
+	}
+	c.faults[kind]++
+	c.st.add(record{Type: recFault, Kind: kind, At: at, Healed: healed, Detail: detail, Live: live})
+	took := c.awaitRecovery(healed, live)
+	c.cfg.logf("%7.1fs %s: %s; all workers acquired again within %v", time.Since(c.start).Seconds(), kind, detail, took.Round(time.Millisecond))
+	return nil
+}
+
+// serverKill stops the leader (or a follower) and restarts it.
+func (c *coordinator) serverKill(leader bool) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	i, err := c.ens.Leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	if !leader {
+		i = (i + 1 + c.rng.IntN(c.ens.Len()-1)) % c.ens.Len()
+	}
+	srv := c.ens.Server(i)
+	if err := srv.Stop(); err != nil {
+		return "", err
+	}
+	down := c.between(500*time.Millisecond, 2*time.Second)
+	c.pause(down)
+	if err := srv.Restart(); err != nil {
+		return "", err
+	}
+	if err := c.ens.WaitQuorum(ctx); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("zk%d down for %v", i+1, down.Round(time.Millisecond)), nil
+}
+
+// serverPause freezes a random server (SIGSTOP) for longer than any session
+// timeout, then lets it go on.
+func (c *coordinator) serverPause() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	leader, err := c.ens.Leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	i := c.rng.IntN(c.ens.Len())
+	srv := c.ens.Server(i)
+	if err := srv.Pause(); err != nil {
+		return "", err
+	}
+	d := sessionTimeout + c.between(500*time.Millisecond, 1500*time.Millisecond)
+	c.pause(d)
+	if err := srv.Resume(); err != nil {
+		return "", err
+	}
+	if err := c.ens.WaitQuorum(ctx); err != nil {
+		return "", err
+	}
+	role := "follower"
+	if i == leader {
+		role = "leader"
+	}
+	return fmt.Sprintf("zk%d (%s) paused for %v", i+1, role, d.Round(time.Millisecond)), nil
+}
+
+// partition black-holes every connection of one worker for longer than
+// any session timeout, then heals. Two times in three the worker is a lock
+// worker in a hold armed to outlast the partition: it learns of the loss
+// while others take the lock, the overlap the report counts as noticed.
+func (c *coordinator) partition() (string, error) {
+	var s *slot
+	if c.rng.IntN(3) > 0 {
+		if s = c.pick(c.live(lockKinds...)); !c.arm(s, "hold") {
+			s = nil
+		}
+	}
+	if s == nil {
+		s = c.pick(c.live())
+	}
+	holding := c.holding(s)
+	for _, p := range s.proxies {
+		p.BlackHole()
+	}
+	d := sessionTimeout + c.between(500*time.Millisecond, 1500*time.Millisecond)
+	c.pause(d)
+	for _, p := range s.proxies {
+		p.Heal()
+	}
+	return fmt.Sprintf("%s#%d (%s) cut off for %v", s.cfg.name, s.p.inc, holding, d.Round(time.Millisecond)), nil
+}
+
+// holding says whether s holds now.
+func (c *coordinator) holding(s *slot) string {
+	var n int
+	c.st.do(func() { n = c.st.open[s.cfg.name] })
+	if n > 0 {
+		return "holding"
+	}
+	return "not holding"
+}
+
+// cutLock strikes a lock worker's next create (at "acquire") or delete (at
+// "release") under its lock path: Cut drops the connection before the
+// request reaches the server, Lose after it was applied, with the reply
+// lost. The worker is armed first, so that the strike meets the step it is
+// meant for: it reports when it is about to take that step and waits for
+// "go" while the faults are set.
+func (c *coordinator) cutLock(at string, op zktest.Op) (string, error) {
+	s := c.pick(c.live(lockKinds...))
+	inc := s.p.inc
+	if !c.arm(s, at) {
+		return "", fmt.Errorf("%w: %s did not reach its next %s", errNotStruck, s.cfg.name, at)
+	}
+	action := []zktest.Action{zktest.Cut, zktest.Lose}[c.rng.IntN(2)]
+	struck := c.strike(s, zktest.Match{Op: op, Path: s.cfg.path + "/", Prefix: true}, action, func() { s.p.send("go") })
+	if !struck {
+		return "", fmt.Errorf("%w: %s sent no %v", errNotStruck, s.cfg.name, op)
+	}
+	return fmt.Sprintf("%s#%d: %v at its %v", s.cfg.name, inc, action, op), nil
+}
+
+// arm asks s to report when it reaches step at (see control), and waits
+// up to maxGoWait for the report; if none comes, it disarms s.
+func (c *coordinator) arm(s *slot, at string) bool {
+	c.st.do(func() { delete(c.st.armed, s.cfg.name) })
+	s.p.send("arm " + at)
+	inc := s.p.inc
+	if c.st.await(time.Now().Add(maxGoWait), func() bool {
+		r, ok := c.st.armed[s.cfg.name]
+		return ok && r.Inc == inc && r.Kind == at
+	}) {
+		return true
+	}
+	s.p.send("disarm")
+	return false
+}
+
+// cutWrite strikes a Value worker's next write (setData) with Cut or Lose.
+func (c *coordinator) cutWrite() (string, error) {
+	vs := c.live(kindValue)
+	if len(vs) == 0 {
+		return "", fmt.Errorf("%w: no Value worker", errNotStruck)
+	}
+	s := c.pick(vs)
+	action := []zktest.Action{zktest.Cut, zktest.Lose}[c.rng.IntN(2)]
+	if !c.strike(s, zktest.Match{Op: zktest.OpSetData, Path: countPath}, action, func() {}) {
+		return "", fmt.Errorf("%w: %s sent no setData", errNotStruck, s.cfg.name)
+	}
+	return fmt.Sprintf("%s#%d: %v at its setData", s.cfg.name, s.p.inc, action), nil
+}
+
+// strike arms a fault on every proxy of s (it talks to one server at a
+// time), calls then, and waits up to maxGoWait for the fault to strike;
+// the faults left are disarmed.
+func (c *coordinator) strike(s *slot, m zktest.Match, a zktest.Action, then func()) bool {
+	var cases []reflect.SelectCase
+	var faults []*zktest.Fault
+	for _, p := range s.proxies {
+		f := p.Strike(m, a)
+		faults = append(faults, f)
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(f.Struck())})
+	}
+	then()
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(maxGoWait))})
+	chosen, _, _ := reflect.Select(cases)
+	for _, f := range faults {
+		f.Disarm()
+	}
+	return chosen < len(faults)
+}
+
+// queueParents are the lock paths where contenders queue.
+var queueParents = []string{mutexPath, weightedPath + "/locks", semPath + "/locks"}
+
+// deleteWaiter deletes a node that waits in line (not the head) on one of
+// the lock paths, as an operator cleaning up by hand would.
+func (c *coordinator) deleteWaiter() (string, error) {
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, i := range c.rng.Perm(len(queueParents)) {
+			parent := queueParents[i]
+			line := c.line(parent)
+			if len(line) < 2 {
+				continue
+			}
+			k := 1 + c.rng.IntN(len(line)-1)
+			node := parent + "/" + line[k]
+			data, _, err := c.zk.Get(node)
+			if err != nil {
+				continue
+			}
+			if err := c.zk.Delete(node, -1); err != nil {
+				continue
+			}
+			return fmt.Sprintf("deleted %s, %d of %d in line, made by %s", node, k+1, len(line), c.creator(string(data))), nil
+		}
+		c.pause(20 * time.Millisecond)
+	}
+	return "", fmt.Errorf("%w: no waiter in line for 3s", errNotStruck)
+}
+
+// revokeParents are where holders' nodes are: a Mutex's head, and the
+// leases of the semaphores.
+var revokeParents = []string{mutexPath, semPath + "/leases", weightedPath + "/leases"}
+
+// revoke writes __REVOKE__ into a holder's node, as Curator's Revoker does.
+func (c *coordinator) revoke() (string, error) {
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		parent := revokeParents[c.rng.IntN(len(revokeParents))]
+		line := c.line(parent)
+		if len(line) == 0 {
+			c.pause(20 * time.Millisecond)
+			continue
+		}
+		k := 0
+		if parent != mutexPath {
+			k = c.rng.IntN(len(line))
+		}
+		node := parent + "/" + line[k]
+		data, _, err := c.zk.Get(node)
+		if err != nil {
+			continue
+		}
+		if _, err := c.zk.Set(node, []byte("__REVOKE__"), -1); err != nil {
+			continue
+		}
+		return fmt.Sprintf("into %s, made by %s", node, c.creator(string(data))), nil
+	}
+	return "", fmt.Errorf("%w: no holder for 3s", errNotStruck)
+}
+
+// line returns the children of parent in queue order (by the sequence
+// number every dsync node name ends with).
+func (c *coordinator) line(parent string) []string {
+	var children []string
+	if err := c.retry(func() (err error) {
+		children, _, err = c.zk.Children(parent)
+		return err
+	}); err != nil {
+		return nil
+	}
+	seq := func(name string) int64 {
+		n, _ := strconv.ParseInt(name[max(0, len(name)-10):], 10, 32)
+		return n
+	}
+	slices.SortFunc(children, func(a, b string) int { return int(seq(a) - seq(b)) })
+	return children
+}
+
+// clientSignal sends sig to a worker (a holder of a Mutex or SemaphoreMutex
+// most of the time, whose successor's wait is the handover the report
+// times) and starts it again once it has exited.
+func (c *coordinator) clientSignal(sig syscall.Signal) (string, error) {
+	var s *slot
+	if c.rng.Float64() < 0.7 {
+		s = c.holder(kindMutex, kindSemMutex)
+	}
+	if s == nil {
+		s = c.pick(c.live())
+	}
+	holding, inc := c.holding(s), s.p.inc
+	if sig == syscall.SIGKILL {
+		c.signal(s, sig)
+		<-s.p.done
+	} else {
+		c.terminate(s)
+	}
+	if err := c.launch(s); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s#%d (%s)", s.cfg.name, inc, holding), nil
+}
