@@ -52,11 +52,13 @@ const (
 	// and another process may hold the lock once the session expires on the
 	// server. The hold context is canceled before that can happen.
 	LostOnSuspension LossPolicy = iota
-	// LostOnExpiry ends a hold only when its session is known to be lost:
-	// expired by the server, or disconnected for longer than the session
-	// timeout. It rides out short disconnections, but the server may expire
-	// the session (and let another process in) up to two thirds of the
-	// session timeout before this client concludes the same.
+	// LostOnExpiry ends a hold only when its session may be lost: expired by
+	// the server, or disconnected until the session timeout the server
+	// granted has passed since the server last answered a request of it (the
+	// earliest moment the server may expire it). It rides out short
+	// disconnections. Like LostOnSuspension it trusts the server it talks
+	// to: a follower cut off from its leader answers for up to syncLimit ×
+	// tickTime while the others may expire the session.
 	LostOnExpiry
 )
 

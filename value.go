@@ -104,6 +104,11 @@ func NewValue[T any](sess *zkconn.Session, path string, codec Codec[T], seed T) 
 // seed (and returns the seed at version 0, unless another process created
 // the node first: then it returns what that process wrote).
 //
+// Get is linearizable: it returns every write confirmed to anyone before it
+// was called. ZooKeeper answers reads from the server a session is connected
+// to, which may lag behind the leader, so Get first has that server catch up
+// (ZooKeeper's sync): two round trips.
+//
 // On failure it returns ctx.Err(), or an error wrapping ErrClosed, or
 // ZooKeeper's error (go-zookeeper's sentinel, for errors.Is). If the node's
 // data cannot be decoded, it returns the node's version with the zero value
@@ -121,11 +126,20 @@ func (v *Value[T]) Get(ctx context.Context) (Versioned[T], error) {
 		if err != nil {
 			return Versioned[T]{}, v.fail(ctx, "get", err)
 		}
-		got, _, _, err := v.read(ctx, h, false)
-		if errors.Is(err, zkconn.ErrSessionLost) {
-			continue // a read: try again on the next session
+		err = h.Do(ctx, func(c *zk.Conn) error {
+			_, err := c.Sync(v.path)
+			return err
+		})
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			var got Versioned[T]
+			if got, _, _, err = v.read(ctx, h, false); err == nil || !errors.Is(err, zkconn.ErrSessionLost) {
+				return got, err
+			}
 		}
-		return got, err
+		if !errors.Is(err, zkconn.ErrSessionLost) {
+			return Versioned[T]{}, v.fail(ctx, "get", err)
+		}
+		// a read: try again on the next session
 	}
 }
 

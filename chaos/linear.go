@@ -85,6 +85,7 @@ var countModel = porcupine.Model{
 type valueResult struct {
 	ops     int // operations checked
 	unknown int // of which writes with an unknown outcome
+	settled int // of those, the ones what was seen settled
 	failed  int // and writes that failed, not applied
 	result  porcupine.CheckResult
 	took    time.Duration
@@ -98,8 +99,9 @@ func (v valueResult) ok() bool { return v.result == porcupine.Ok }
 // checkValue checks the Count's history for linearizability. A write whose
 // outcome is unknown — the error wraps dsync.ErrOutcomeUnknown, or its
 // process died with it in flight — may take effect at any moment after its
-// call: its return is open (math.MaxInt64) and its output unknown. A read
-// that failed is left out: it had no effect.
+// call: its return is open (math.MaxInt64) and its output unknown, unless
+// what was seen settles it (see sightings.settle). A read that failed is
+// left out: it had no effect.
 func checkValue(recs []record, cfg config) valueResult {
 	type key struct {
 		w  string
@@ -124,6 +126,7 @@ func checkValue(recs []record, cfg config) valueResult {
 	}
 	var v valueResult
 	var ops []porcupine.Operation
+	seen := sight(done)
 	for _, k := range order {
 		inv := invokes[k]
 		in := regInput{op: inv.Op, arg: inv.Arg, prev: inv.Prev}
@@ -134,8 +137,10 @@ func checkValue(recs []record, cfg config) valueResult {
 		case inv.Op == "get" && (!returned || c.Err != ""):
 			continue
 		case !returned || c.Unknown:
-			out.unknown = true
 			v.unknown++
+			if out, ret = seen.settle(inv); !out.unknown {
+				v.settled++
+			}
 		case c.Err != "":
 			out.failed = true
 			ret = c.Return
@@ -155,9 +160,85 @@ func checkValue(recs []record, cfg config) valueResult {
 		if err := porcupine.VisualizePath(countModel, info, path); err == nil {
 			v.visual = path
 		}
-		v.witnesses = witnesses(invokes, done)
+		v.witnesses = witnesses(invokes, done, seen)
 	}
 	return v
+}
+
+// sightings are what the reads and compare-and-sets that succeeded saw.
+type sightings struct {
+	versions map[int32][]int32 // value → the versions it was seen at
+	values   map[int32]int32   // version → the value seen at it
+	// by version, with the earliest return of any operation that saw that
+	// version or a later one
+	from []sighting
+}
+
+type sighting struct {
+	version int32
+	ret     int64
+}
+
+func sight[K comparable](done map[K]record) *sightings {
+	s := &sightings{versions: map[int32][]int32{}, values: map[int32]int32{}}
+	saw := func(x, ver int32, ret int64) {
+		if !slices.Contains(s.versions[x], ver) {
+			s.versions[x] = append(s.versions[x], ver)
+		}
+		s.values[ver] = x
+		s.from = append(s.from, sighting{ver, ret})
+	}
+	for _, c := range done {
+		switch {
+		case c.Err != "":
+		case c.Op == "get":
+			saw(c.Value, c.Version, c.Return)
+		case c.Op == "cas" && c.OK:
+			saw(c.Arg, c.Prev+1, c.Return)
+		}
+	}
+	slices.SortFunc(s.from, func(a, b sighting) int { return cmp.Compare(a.version, b.version) })
+	for i := len(s.from) - 2; i >= 0; i-- {
+		s.from[i].ret = min(s.from[i].ret, s.from[i+1].ret)
+	}
+	return s
+}
+
+// firstFrom returns when the first operation that saw version v or a later
+// one returned (math.MaxInt64 if none did).
+func (s *sightings) firstFrom(v int32) int64 {
+	i, _ := slices.BinarySearchFunc(s.from, v, func(a sighting, v int32) int { return cmp.Compare(a.version, v) })
+	if i == len(s.from) {
+		return math.MaxInt64
+	}
+	return s.from[i].ret
+}
+
+// settle decides what the sightings prove of a write whose outcome is
+// unknown (inv), and returns its output and return for porcupine. Every
+// value written is unique, and a write creates the version after the one it
+// overwrites, so:
+//
+//   - if its value was seen at one version v (and, for a compare-and-set,
+//     v is the version after the one it expected), it was applied, creating
+//     v, before the first operation that saw v or a later version returned;
+//   - a compare-and-set expecting version p can create only p+1: if p+1 was
+//     seen holding another value, it was not applied.
+//
+// Anything else stays unknown, with an open return. Without this, each
+// unknown write may be placed anywhere after its call, and the search for
+// a linearization grows with every one pending.
+func (s *sightings) settle(inv record) (regOutput, int64) {
+	vs := s.versions[inv.Arg]
+	switch {
+	case len(vs) == 1 && (inv.Op == "set" || vs[0] == inv.Prev+1):
+		return regOutput{ok: true}, max(inv.Start, s.firstFrom(vs[0]))
+	case inv.Op == "cas" && len(vs) == 0:
+		if x, ok := s.values[inv.Prev+1]; ok && x != inv.Arg {
+			return regOutput{failed: true}, inv.Start
+		}
+	}
+	return regOutput{unknown: true}, math.MaxInt64
 }
 
 // witnesses points at operations that no linearization can order, for a
@@ -165,9 +246,8 @@ func checkValue(recs []record, cfg config) valueResult {
 // an older version than a write that had returned before the read began; a
 // read of a value whose write reported that it was not applied; a value
 // found at two versions (a write applied twice). Each comes with the
-// records of the operations. Versions are known from reads and successful
-// compare-and-sets: every value written is unique.
-func witnesses[K comparable](invokes, done map[K]record) []string {
+// records of the operations.
+func witnesses[K comparable](invokes, done map[K]record, seen *sightings) []string {
 	type write struct{ inv, ret record }
 	writes := map[int32]write{} // by value written
 	for k, inv := range invokes {
@@ -175,21 +255,10 @@ func witnesses[K comparable](invokes, done map[K]record) []string {
 			writes[inv.Arg] = write{inv, done[k]}
 		}
 	}
-	versions := map[int32][]int32{} // value → versions it was seen at
-	seen := func(x, ver int32) {
-		if !slices.Contains(versions[x], ver) {
-			versions[x] = append(versions[x], ver)
-		}
-	}
 	var reads []record
 	for _, c := range done {
-		switch {
-		case c.Err != "":
-		case c.Op == "get":
-			seen(c.Value, c.Version)
+		if c.Err == "" && c.Op == "get" {
 			reads = append(reads, c)
-		case c.Op == "cas" && c.OK:
-			seen(c.Arg, c.Prev+1)
 		}
 	}
 	// Writes whose version is known and which returned, by return time.
@@ -199,7 +268,7 @@ func witnesses[K comparable](invokes, done map[K]record) []string {
 		rec     record
 	}
 	var known []landed
-	for x, vs := range versions {
+	for x, vs := range seen.versions {
 		w, ok := writes[x]
 		if ok && w.ret.Return != 0 && w.ret.Err == "" {
 			known = append(known, landed{w.ret.Return, slices.Max(vs), w.ret})
@@ -227,7 +296,7 @@ func witnesses[K comparable](invokes, done map[K]record) []string {
 			out = append(out, fmt.Sprintf("read of a write reported not applied: %s\n      %s", js(r), js(w.ret)))
 		}
 	}
-	for x, vs := range versions {
+	for x, vs := range seen.versions {
 		if len(vs) > 1 && x != 0 {
 			out = append(out, fmt.Sprintf("value %d found at versions %v: written more than once: %s", x, vs, js(writes[x].ret)))
 		}

@@ -75,7 +75,8 @@ func (r *results) table(cfg config) string {
 	case !r.value.ok():
 		verdict = "**undecided** (check timed out)"
 	}
-	row("Count operations checked (porcupine)", "%d (%d with unknown outcome, %d failed): %s", r.value.ops, r.value.unknown, r.value.failed, verdict)
+	row("Count operations checked (porcupine)", "%d (%d with unknown outcome, %d of them settled by later reads; %d failed): %s",
+		r.value.ops, r.value.unknown, r.value.settled, r.value.failed, verdict)
 	row("other problems (crashes, data races in dsync, …)", "**%d**", len(r.problems))
 	if len(r.depRaces) > 0 {
 		row("data races inside go-zookeeper (not counted)", "%d", len(r.depRaces))
