@@ -139,6 +139,24 @@ func TestCountModel(t *testing.T) {
 			op(1, 2, 3, get, regOutput{value: 7, version: 1}),
 		}, porcupine.Illegal},
 	}
+	// Each case above starts with the node made by a read of the seed.
+	created := op(2, -2, -1, get, regOutput{value: 0, version: 0})
+	for i := range tests {
+		tests[i].ops = append([]porcupine.Operation{created}, tests[i].ops...)
+	}
+	tests = append(tests, []struct {
+		name string
+		ops  []porcupine.Operation
+		want porcupine.CheckResult
+	}{
+		{"set creates the node at version 0", []porcupine.Operation{
+			op(0, 0, 1, regInput{op: "set", arg: 7}, regOutput{}),
+			op(1, 2, 3, get, regOutput{value: 7, version: 0}),
+		}, porcupine.Ok},
+		{"cas on a missing node applied", []porcupine.Operation{
+			op(0, 0, 1, regInput{op: "cas", arg: 7, prev: 0}, regOutput{ok: true}),
+		}, porcupine.Illegal},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := porcupine.CheckOperationsTimeout(countModel, tt.ops, 10*time.Second); got != tt.want {

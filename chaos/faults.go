@@ -222,7 +222,7 @@ func (c *coordinator) cutWrite() (string, error) {
 	}
 	s := c.pick(vs)
 	action := []zktest.Action{zktest.Cut, zktest.Lose}[c.rng.IntN(2)]
-	if !c.strike(s, zktest.Match{Op: zktest.OpSetData, Path: countPath}, action, func() {}) {
+	if !c.strike(s, zktest.Match{Op: zktest.OpSetData, Path: countPath + "/", Prefix: true}, action, func() {}) {
 		return "", fmt.Errorf("%w: %s sent no setData", errNotStruck, s.cfg.name)
 	}
 	return fmt.Sprintf("%s#%d: %v at its setData", s.cfg.name, s.p.inc, action), nil

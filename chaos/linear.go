@@ -13,9 +13,15 @@ import (
 )
 
 // The Count's sequential specification, for porcupine: a register whose
-// every write moves its version on by one, as ZooKeeper's setData does.
+// every write moves its version on by one, as ZooKeeper's setData does. Its
+// node is missing at first: a Get creates it holding the seed (0) at
+// version 0, a Set creates it holding its value at version 0, and a
+// CompareAndSet fails.
 type (
-	regState struct{ value, version int32 }
+	regState struct {
+		present        bool
+		value, version int32
+	}
 	regInput struct {
 		op   string // get, set, cas
 		arg  int32  // set and cas: the value written
@@ -34,16 +40,20 @@ var countModel = porcupine.Model{
 	Init: func() any { return regState{} },
 	Step: func(state, input, output any) (bool, any) {
 		s, in, out := state.(regState), input.(regInput), output.(regOutput)
-		next := regState{value: in.arg, version: s.version + 1}
+		next := regState{present: true, value: in.arg, version: s.version + 1}
+		if !s.present {
+			next.version = 0
+		}
 		switch {
 		case in.op == "get":
+			s.present = true
 			return out.value == s.value && out.version == s.version, s
 		case out.failed:
 			return true, s
 		case in.op == "set":
 			return true, next
 		}
-		match := s.version == in.prev // cas
+		match := s.present && s.version == in.prev // cas
 		if !out.unknown && out.ok != match {
 			return false, s
 		}
@@ -102,7 +112,44 @@ func (v valueResult) ok() bool { return v.result == porcupine.Ok }
 // call: its return is open (math.MaxInt64) and its output unknown, unless
 // what was seen settles it (see sightings.settle). A read that failed is
 // left out: it had no effect.
+//
+// Each epoch's Count (see countEpoch) is checked on its own; the result
+// sums them, and is the worst of theirs.
 func checkValue(recs []record, cfg config) valueResult {
+	byPath := map[string][]record{}
+	var paths []string
+	for _, r := range recs {
+		if r.Type == recInvoke || r.Type == recCall && r.ID != 0 {
+			if _, ok := byPath[r.Path]; !ok {
+				paths = append(paths, r.Path)
+			}
+			byPath[r.Path] = append(byPath[r.Path], r)
+		}
+	}
+	sum := valueResult{result: porcupine.Ok}
+	for _, p := range paths {
+		v := checkCount(byPath[p], cfg)
+		sum.ops += v.ops
+		sum.unknown += v.unknown
+		sum.settled += v.settled
+		sum.failed += v.failed
+		sum.took += v.took
+		if worse(v.result, sum.result) {
+			sum.result, sum.visual, sum.witnesses = v.result, v.visual, v.witnesses
+		}
+	}
+	return sum
+}
+
+// worse reports whether a is a worse verdict than b: Illegal, then Unknown
+// (undecided), then Ok.
+func worse(a, b porcupine.CheckResult) bool {
+	rank := map[porcupine.CheckResult]int{porcupine.Ok: 0, porcupine.Unknown: 1, porcupine.Illegal: 2}
+	return rank[a] > rank[b]
+}
+
+// checkCount checks the history of one Count.
+func checkCount(recs []record, cfg config) valueResult {
 	type key struct {
 		w  string
 		id int

@@ -179,7 +179,7 @@ func runWorker(c workerConfig, out *emitter, commands io.Reader) error {
 			return g, nil
 		})
 	case kindValue:
-		w.valueLoop(ctx, dsync.NewCount(sess, c.path, 0))
+		w.valueLoop(ctx, sess, c.path)
 	default:
 		return fmt.Errorf("unknown worker kind %q", c.kind)
 	}
@@ -338,17 +338,29 @@ func (w *worker) hold(phase context.Context, g *grant, holds int, enter int64) i
 	return holds
 }
 
-// valueLoop runs Get, Set and CompareAndSet on c until ctx is done. Every
-// value written is unique in the run, so the history shows which write a
-// read saw.
-func (w *worker) valueLoop(ctx context.Context, c *dsync.Count) {
+// countEpoch is how long the value workers share one Count: each epoch's
+// Count has a path of its own (base/e<n>), so each is a separate object
+// whose history is checked alone (linearizability is local), and no check
+// has to search a whole run's history at once.
+const countEpoch = 10 * time.Second
+
+// valueLoop runs Get, Set and CompareAndSet on the Counts under base until
+// ctx is done. Every value written is unique in the run, so the history
+// shows which write a read saw.
+func (w *worker) valueLoop(ctx context.Context, sess *zkconn.Session, base string) {
 	var last dsync.Versioned[int32]
 	haveLast := false
+	lastPath := ""
 	for id := 1; ; id++ {
 		phase, ok := w.ctl.phase(ctx, w.out, &w.session)
 		if !ok {
 			return
 		}
+		path := fmt.Sprintf("%s/e%d", base, time.Now().UnixNano()/int64(countEpoch))
+		if path != lastPath {
+			haveLast, lastPath = false, path
+		}
+		c := dsync.NewCount(sess, path, 0)
 		op := "get"
 		switch r := w.rng.Float64(); {
 		case r < 0.25:
@@ -356,7 +368,7 @@ func (w *worker) valueLoop(ctx context.Context, c *dsync.Count) {
 		case r < 0.65 && haveLast:
 			op = "cas"
 		}
-		inv := record{Type: recInvoke, ID: id, Op: op, Path: w.cfg.path}
+		inv := record{Type: recInvoke, ID: id, Op: op, Path: path}
 		if op != "get" {
 			inv.Arg = int32(w.cfg.index&31)<<26 | int32(w.cfg.inc&63)<<20 | int32(id&0xfffff)
 		}
