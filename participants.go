@@ -19,13 +19,19 @@ type Participant struct {
 	Sequence int32     // sequence number
 	Token    int64     // czxid: the fencing token of a hold on this node
 	// Waiting is set on the lease nodes of a semaphore acquirer that is
-	// still waiting for room (see Weighted.Participants).
+	// still waiting for room (see Weighted.Participants for the rule).
 	Waiting bool
 }
 
 // participants lists the queue in order, with each node's data and owner.
 // Nodes that go away while it lists are left out.
 func (q *queue) participants(ctx context.Context) ([]Participant, error) {
+	return q.first(ctx, -1)
+}
+
+// first is participants limited to the first n nodes (all if n < 0): the
+// others are not read.
+func (q *queue) first(ctx context.Context, n int) ([]Participant, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -45,8 +51,11 @@ func (q *queue) participants(ctx context.Context) ([]Participant, error) {
 		return nil, err
 	}
 	var out []Participant
-	for _, n := range order(children, q.marker) {
-		p, err := describe(ctx, h, q.path, n)
+	for _, c := range order(children, q.marker) {
+		if len(out) == n {
+			break
+		}
+		p, err := describe(ctx, h, q.path, c)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}

@@ -13,13 +13,19 @@ import (
 // path exclude it. Unlike Mutex it is never re-entrant: a second LockContext
 // waits like any other, even with the hold context of the first.
 //
+// Within a process, goroutines using one SemaphoreMutex exclude each other
+// from acquisition to Unlock, as with sync.Mutex, even after a hold is lost:
+// a goroutine whose hold was lost is still inside until it calls Unlock, and
+// that Unlock ends its own hold, never a later one.
+//
 // A hold can be lost as a Mutex hold can; see Mutex. A SemaphoreMutex must be
 // made with NewSemaphoreMutex and must not be copied after first use.
 type SemaphoreMutex struct {
-	w *Weighted
+	w    *Weighted
+	gate gate // held from acquisition to Unlock
 
-	mu    sync.Mutex
-	lease *Lease
+	mu   sync.Mutex
+	hold *hold // the lease of the current hold
 }
 
 var _ sync.Locker = (*SemaphoreMutex)(nil)
@@ -28,7 +34,7 @@ var _ sync.Locker = (*SemaphoreMutex)(nil)
 // ZooKeeper until it is used; a nil sess or a bad path is reported by every
 // call.
 func NewSemaphoreMutex(sess *zkconn.Session, path string, opts ...Option) *SemaphoreMutex {
-	return &SemaphoreMutex{w: NewWeighted(sess, path, 1, opts...)}
+	return &SemaphoreMutex{w: NewWeighted(sess, path, 1, opts...), gate: newGate()}
 }
 
 // Lock locks m, blocking until it is available; like Mutex.Lock it cannot
@@ -36,11 +42,9 @@ func NewSemaphoreMutex(sess *zkconn.Session, path string, opts ...Option) *Semap
 //
 // As with Mutex.Lock, nothing tells of a lost hold, so none is watched for.
 func (m *SemaphoreMutex) Lock() {
-	ls, err := m.w.acquire(context.Background(), 1, true, false)
-	if err != nil {
+	if _, err := m.lock(context.Background(), true, false); err != nil {
 		panic("dsync: Lock: " + err.Error()) // err names the path
 	}
-	m.start(ls[0])
 }
 
 // TryLock locks m if no one holds it, without waiting, and reports whether
@@ -51,12 +55,8 @@ func (m *SemaphoreMutex) TryLock() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.w.lock.sess.SessionTimeout())
 	defer cancel()
-	ls, err := m.w.acquire(ctx, 1, false, false)
-	if err != nil {
-		return false
-	}
-	m.start(ls[0])
-	return true
+	_, err := m.lock(ctx, false, false)
+	return err == nil
 }
 
 // LockContext locks m, blocking until it is held or ctx is done, and returns
@@ -64,42 +64,63 @@ func (m *SemaphoreMutex) TryLock() bool {
 // failure it returns ctx.Err() or the error that stopped it, leaving m
 // unchanged and nothing behind.
 func (m *SemaphoreMutex) LockContext(ctx context.Context) (context.Context, error) {
-	ls, err := m.w.AcquireLeases(ctx, 1)
-	if err != nil {
+	return m.lock(ctx, true, true)
+}
+
+// lock takes m's gate, which it keeps until Unlock, then the lease (see
+// Weighted.acquire, which takes the Weighted's own gate inside m's: only
+// the holder of m's gate ever waits for it).
+func (m *SemaphoreMutex) lock(ctx context.Context, wait, track bool) (context.Context, error) {
+	if m.w.err != nil {
+		return nil, m.w.err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return m.start(ls[0]), nil
-}
-
-func (m *SemaphoreMutex) start(l *Lease) context.Context {
+	if err := m.gate.enter(ctx, wait); err != nil {
+		return nil, err
+	}
+	ls, err := m.w.acquire(ctx, 1, wait, track)
+	if err != nil {
+		m.gate.leave(nil)
+		return nil, err
+	}
+	hd := ls[0].hd // m owns the Lease: Unlock ends its hold once
 	m.mu.Lock()
-	m.lease = l
+	m.hold = hd
 	m.mu.Unlock()
-	return l.Context()
+	return hd.ctx, nil
 }
 
-// Unlock unlocks m; any goroutine may. Unlock of an unlocked SemaphoreMutex
-// panics.
+// Unlock unlocks m; any goroutine may. It returns normally after a loss too
+// (and deletes the lease node if it still exists), and lets the next
+// goroutine of this process in. Like Mutex.Unlock it never waits on a slow
+// network. Unlock of an unlocked SemaphoreMutex panics.
 func (m *SemaphoreMutex) Unlock() {
 	m.mu.Lock()
-	l := m.lease
-	m.lease = nil
+	hd := m.hold
+	m.hold = nil
 	m.mu.Unlock()
-	if l == nil {
+	if hd == nil {
 		panic("dsync: unlock of unlocked mutex")
 	}
-	l.Release()
+	released := hd.end()
+	hd.h.Settle(released)
+	m.gate.leave(released)
 }
 
 // Token returns the fencing token of the current hold (its lease node's
-// czxid), or 0 if m is not held.
+// czxid), or 0 if m is not held. After Lock or TryLock the first call asks
+// ZooKeeper (bounded by the session timeout; 0 if it cannot), without
+// keeping Unlock waiting meanwhile.
 func (m *SemaphoreMutex) Token() int64 {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lease == nil {
+	hd := m.hold
+	m.mu.Unlock()
+	if hd == nil {
 		return 0
 	}
-	return m.lease.Token()
+	return hd.fencingToken(m.w.lock.sess.SessionTimeout())
 }
 
 // Participants returns the lease holders at m's path (at most one, but a

@@ -178,13 +178,28 @@ func (w *Weighted) AcquireLeases(ctx context.Context, n int64) ([]*Lease, error)
 }
 
 // Participants returns the lease nodes at w's path in the order they were
-// created, with each one's owner and data (Curator's leases included). The
-// nodes of the one acquirer that holds the internal lock while it waits for
-// room are there too, marked Waiting: they count against the maximum but are
-// not held yet. Other acquirers wait without lease nodes. It reads the leases,
-// then the internal lock: two reads, not one snapshot, so under churn a
-// lease still waiting at the first read shows as held if its acquirer got
-// room before the second.
+// created, with each one's owner and data (Curator's leases included). Lease
+// nodes that are not held yet, because their acquirer still waits for room,
+// are there too, marked Waiting: they count against the maximum.
+//
+// Waiting follows from the protocol, dsync's and Curator's alike. Only the
+// holder of the internal lock (the head of PATH/locks) creates lease nodes,
+// and it holds the lock from before it creates them until they fit under
+// the maximum. So the nodes not yet granted are the newest ones, all in the
+// holder's session and created after its lock node, and there are some only
+// while the leases number more than the maximum; a Curator holder has one
+// (it takes one lease per round of the lock), a dsync holder the n of its
+// Acquire. Participants marks the newest nodes that must be waiting: as many
+// as exceed the maximum (one for a Curator holder), stopping at the first
+// node of another session or older than the holder's lock node. Held leases
+// of another acquirer on the holder's session (two Weighted values on one
+// Session, two threads of one Curator client) are never marked; a dsync
+// holder of n leases with fewer than n over the maximum shows only those
+// over it. With NewWeightedCount the maximum is the count's value (Get).
+//
+// It reads the leases, then the head of the internal lock: two reads, not one
+// snapshot, so under churn a lease still waiting at the first read shows as
+// held if its acquirer got room before the second.
 func (w *Weighted) Participants(ctx context.Context) ([]Participant, error) {
 	if w.err != nil {
 		return nil, w.err
@@ -193,13 +208,28 @@ func (w *Weighted) Participants(ctx context.Context) ([]Participant, error) {
 	if err != nil {
 		return nil, err
 	}
-	locks, err := w.lock.participants(ctx)
-	if err != nil || len(locks) == 0 {
+	head, err := w.lock.first(ctx, 1)
+	if err != nil || len(head) == 0 {
 		return ps, err
 	}
-	for i := range ps {
-		// The internal lock's holder created these after its lock node.
-		ps[i].Waiting = ps[i].Session == locks[0].Session && ps[i].Token > locks[0].Token
+	max := w.max
+	if w.count != nil {
+		v, err := w.count.Get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		max = int64(v.Value)
+	}
+	over := int64(len(ps)) - max
+	if over > 0 && !zkconn.IsNative(head[0].Node) {
+		over = 1
+	}
+	for i := len(ps) - 1; i >= 0 && over > 0; i-- {
+		if ps[i].Session != head[0].Session || ps[i].Token <= head[0].Token {
+			break
+		}
+		ps[i].Waiting = true
+		over--
 	}
 	return ps, nil
 }

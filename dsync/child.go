@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -15,101 +16,193 @@ import (
 	"github.com/dsync-go/dsync"
 )
 
+// Polling for the end of CMD's process group, once CMD has exited: every
+// groupPoll, for at most groupWait after the SIGKILL (a process stuck in
+// the kernel, or one another user owns, may outlive it).
+const (
+	groupPoll = 10 * time.Millisecond
+	groupWait = 5 * time.Second
+)
+
 // A child is CMD, run while the lock is held.
 type child struct {
-	cmd    *exec.Cmd
-	path   string        // the lock path, for messages
-	lost   lossAction    // -lost
-	grace  time.Duration // -grace
-	stderr io.Writer     // dsync's messages
+	cmd      *exec.Cmd
+	path     string        // the lock path, for messages
+	lost     lossAction    // -lost
+	exitLost int           // -exit-lost
+	grace    time.Duration // between SIGTERM and SIGKILL
+	timeout  time.Duration // the granted session timeout
+	stderr   io.Writer     // dsync's messages
 }
 
 // newChild prepares argv to run with dsync's stdio (stdout and stderr as
-// given, stdin os.Stdin) and environment plus env, in a process group of
+// given, stdin os.Stdin) and environment plus g's, in a process group of
 // its own.
-func newChild(s *settings, env []string, stdout, stderr io.Writer) *child {
+func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
 	cmd.Stdin = os.Stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(os.Environ(), g.env...)
 	// When stdout or stderr is not a file, Wait copies CMD's output through
 	// a pipe that CMD's own children may keep open; do not wait for them
 	// once CMD has exited.
 	cmd.WaitDelay = time.Second
 	newProcessGroup(cmd)
-	return &child{cmd: cmd, path: s.path, lost: s.lost, grace: s.grace, stderr: stderr}
+	return &child{cmd: cmd, path: s.path, lost: s.lost, exitLost: s.exitLost,
+		grace: g.grace, timeout: g.timeout, stderr: stderr}
 }
 
-// run starts CMD and waits for it, while:
-//   - signals from sigs are forwarded to CMD's process group;
-//   - when held is done (the lock is lost), CMD's group gets SIGTERM and,
-//     after the grace period, SIGKILL (with -lost ignore: a warning only);
-//   - when ctx is done, the same happens without counting as a loss.
+// run starts CMD and returns once no process of its group is left, while:
+//   - when CMD exits, the processes it left in its group get SIGTERM;
+//   - signals from sigs are forwarded to CMD's group, stop it, or
+//     continue it (signals.go);
+//   - when held is done (the lock is lost), CMD's group gets SIGTERM (with
+//     -lost ignore: a warning only);
+//   - when ctx is done, the same happens without counting as a loss;
+//   - SIGKILL follows every SIGTERM of the group after the grace period,
+//     whatever the first process did meanwhile.
 //
-// It returns the exit status: CMD's (128+N for a death by signal N), exitLost
-// if the loss terminated CMD, or 126/127 if CMD could not be started.
+// It returns the exit status: CMD's (128+N for a death by signal N),
+// -exit-lost if the loss terminated CMD, or 126/127 if CMD could not be
+// started.
 func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
-	if err := c.cmd.Start(); err != nil {
+	adoptOrphans()
+	waited, err := c.start()
+	if err != nil {
 		fmt.Fprintf(c.stderr, "dsync: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			return exitNotFound
 		}
 		return exitNoExec
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- c.cmd.Wait() }()
-
 	var (
-		lostc  = held.Done()
-		donec  = ctx.Done()
-		killc  <-chan time.Time
-		killer *time.Timer
-		lost   bool
+		lostc       = held.Done()
+		donec       = ctx.Done()
+		killc       <-chan time.Time // the grace period is over
+		pollc       <-chan time.Time // CMD has exited: is its group gone?
+		giveUpc     <-chan time.Time // groupWait after the SIGKILL
+		terminating bool
+		lost        bool      // and CMD's group was terminated for it
+		status      int       // CMD's, once it has exited
+		stopped     time.Time // when dsync stopped itself, if it did
 	)
-	defer func() {
-		if killer != nil {
-			killer.Stop()
+	// terminate says why dsync ends CMD's group, and the first time sends
+	// it SIGTERM and sets the SIGKILL going.
+	terminate := func(why string) {
+		if terminating {
+			fmt.Fprintf(c.stderr, "dsync: %s\n", why)
+			return
 		}
-	}()
-	terminate := func() {
+		terminating = true
+		fmt.Fprintf(c.stderr, "dsync: %s: SIGTERM to CMD's process group, SIGKILL after %v\n", why, c.grace)
 		c.signal(syscall.SIGTERM)
-		if killer == nil {
-			killer = time.NewTimer(c.grace)
-			killc = killer.C
+		killc = time.After(c.grace)
+	}
+	kill := func() {
+		terminating, killc = true, nil
+		c.signal(os.Kill)
+		giveUpc = time.After(groupWait)
+	}
+	// lose records the loss of the lock; it reports whether CMD must end.
+	lose := func(why string) bool {
+		lostc = nil
+		if c.lost == lossIgnore {
+			fmt.Fprintf(c.stderr, "dsync: warning: %s; CMD keeps running (-lost ignore)\n", why)
+			return false
 		}
+		lost = true
+		return true
+	}
+	end := func() int {
+		if lost {
+			return c.exitLost
+		}
+		return status
 	}
 	for {
 		select {
 		case err := <-waited:
-			if lost {
-				return exitLost
+			waited = nil
+			status = exitStatus(err, c.stderr)
+			if groupGone(c.cmd.Process) {
+				return end()
 			}
-			return exitStatus(err, c.stderr)
+			if !terminating {
+				terminate(fmt.Sprintf("CMD exited, leaving processes in its process group %d", c.cmd.Process.Pid))
+			}
+			ticker := time.NewTicker(groupPoll)
+			defer ticker.Stop()
+			pollc = ticker.C
+		case <-pollc:
+			if groupGone(c.cmd.Process) {
+				return end()
+			}
+		case <-giveUpc:
+			fmt.Fprintf(c.stderr, "dsync: warning: process group %d still has processes %v after SIGKILL; releasing the lock\n", c.cmd.Process.Pid, groupWait)
+			return end()
+		case <-killc:
+			fmt.Fprintf(c.stderr, "dsync: process group %d still runs after %v: SIGKILL\n", c.cmd.Process.Pid, c.grace)
+			kill()
 		case sig := <-sigs:
-			c.signal(sig)
+			switch kindOf(sig) {
+			case sigForward:
+				fmt.Fprintf(c.stderr, "dsync: got %v: forwarded to CMD's process group\n", sig)
+				c.signal(sig)
+			case sigStop:
+				c.signal(stopSignal)
+				stopped = time.Now()
+				stopSelf()
+			case sigCont:
+				d, wasStopped := time.Since(stopped), !stopped.IsZero()
+				stopped = time.Time{}
+				why := fmt.Sprintf("lock on %s lost", c.path)
+				if wasStopped && lostc != nil && stoppedTooLong(d, c.timeout) {
+					why = fmt.Sprintf("lock on %s may be lost: dsync was stopped for %v, more than a quarter of the session timeout (%v)",
+						c.path, d.Round(time.Millisecond), c.timeout)
+					lose(why)
+				}
+				if !wasStopped || !lost {
+					c.signal(contSignal)
+					break
+				}
+				// Continued, CMD's group would run without the lock; stopped,
+				// it cannot act on SIGTERM.
+				fmt.Fprintf(c.stderr, "dsync: %s: SIGKILL to CMD's stopped process group\n", why)
+				kill()
+			}
 		case <-donec:
 			donec = nil
-			terminate()
+			terminate("canceled")
 		case <-lostc:
-			lostc = nil
-			cause := lossCause(held)
-			if c.lost == lossIgnore {
-				fmt.Fprintf(c.stderr, "dsync: warning: lock on %s lost: %s; CMD keeps running (-lost ignore)\n", c.path, cause)
-				continue
+			why := fmt.Sprintf("lock on %s lost: %s", c.path, lossCause(held))
+			if lose(why) {
+				terminate(why)
 			}
-			fmt.Fprintf(c.stderr, "dsync: lock on %s lost: %s\n", c.path, cause)
-			lost = true
-			terminate()
-		case <-killc:
-			killc = nil
-			c.signal(os.Kill)
 		}
 	}
 }
 
-// signal sends sig to CMD's process group. It fails only when CMD has
-// exited, which the caller learns from Wait.
+// start starts CMD and returns a channel that receives the result of its
+// Wait. CMD is forked from a goroutine locked to its OS thread until CMD
+// exits, as Pdeathsig (deathsig) fires when the forking thread exits.
+func (c *child) start() (<-chan error, error) {
+	started := make(chan error, 1)
+	waited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := c.cmd.Start()
+		started <- err
+		if err == nil {
+			waited <- c.cmd.Wait()
+		}
+	}()
+	return waited, <-started
+}
+
+// signal sends sig to CMD's process group. It fails only when the group is
+// gone, which the caller learns from groupGone.
 func (c *child) signal(sig os.Signal) {
 	_ = signalGroup(c.cmd.Process, sig)
 }

@@ -26,7 +26,9 @@
 //	-try                do not wait: fail at once if the lock is held
 //	-lost term|ignore   when the lock is lost while CMD runs: terminate CMD
 //	                    (default) or warn and let it run
-//	-grace D            time between SIGTERM and SIGKILL (default 5s)
+//	-grace D            time between SIGTERM and SIGKILL (default and maximum:
+//	                    a quarter of the granted session timeout)
+//	-exit-lost N        exit status when -lost term ended CMD (default 3)
 //	-session-timeout D  ZooKeeper session timeout (default 10s)
 //
 // "ls" takes -zk, -session-timeout, and -timeout (default 30s).
@@ -39,14 +41,42 @@
 // grows with every hold; pass it to the resources the lock protects so that
 // they can refuse a holder that lost the lock without knowing it.
 //
-// SIGHUP, SIGINT and SIGTERM received while CMD runs are forwarded to its
-// process group; dsync keeps the lock until CMD exits. Received while waiting, they
-// end the wait. The lock counts as lost as soon as the connection to
-// ZooKeeper drops (or the session expires, or the lock node is deleted):
-// from then on nothing proves it is still held. With -lost term, dsync then
-// sends SIGTERM to CMD's process group, SIGKILL after the grace period, and
-// exits with status 3. If dsync itself is killed with SIGKILL, CMD keeps
-// running without the lock: deliver signals to dsync, not to CMD.
+// The lock covers CMD's process group: dsync releases it only once no
+// process of the group is left. When CMD exits, the processes it left in
+// its group get SIGTERM, then SIGKILL after the grace period, and dsync
+// waits for them (on Linux it adopts them as a child subreaper, so that it
+// can reap them). A process that leaves the group (setsid, setpgid) is not
+// covered.
+//
+// SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 received while CMD
+// runs are forwarded to its process group; dsync keeps the lock until the
+// group is gone. Received while waiting, they end the wait. SIGTSTP,
+// SIGTTIN and SIGTTOU stop CMD's group (SIGSTOP), then dsync; SIGCONT
+// continues both. A stopped dsync cannot answer ZooKeeper, so its session
+// expires after the session timeout and others may take the lock while
+// CMD's group sits stopped: continued after a stop longer than a quarter of
+// the session timeout, dsync takes the lock as lost and SIGKILLs the stopped
+// group instead of continuing it. SIGPIPE never kills dsync (a closed
+// stderr only loses its messages); CMD starts with the default action.
+// Signals ignored when dsync starts (nohup) stay ignored, for CMD too.
+//
+// The lock counts as lost as soon as the connection to ZooKeeper drops (or
+// the session expires, or the lock node is deleted): from then on nothing
+// proves it is still held. With -lost term, dsync then sends SIGTERM to
+// CMD's process group, SIGKILL after the grace period whatever CMD's first
+// process did, and exits with status 3 (-exit-lost). The kill deadline:
+// go-zookeeper notices a dead connection about 2/3 of the session timeout T
+// after its last reply, and the server may expire the session T after it
+// last heard from dsync, so about T/3 remains; -grace is at most T/4 of the
+// timeout the server granted (default T/4, 2.5s for the default 10s), and a
+// longer -grace is rejected (exit status 2) before the lock is taken.
+//
+// If dsync dies without ending CMD (SIGKILL, a crash), on Linux the kernel
+// SIGKILLs CMD's first process (Pdeathsig; dsync forks it from a goroutine
+// locked to its OS thread, as the signal fires when the forking thread
+// exits), but not the rest of its group. Elsewhere CMD keeps running
+// without the lock: deliver signals to dsync, not to CMD. Whenever dsync
+// ends CMD or forwards a signal, a line on stderr says why.
 //
 // Exit status:
 //
@@ -54,7 +84,8 @@
 //	1             the lock was not acquired: held (-try), timed out
 //	              (-timeout), or ZooKeeper failed; also ls failures
 //	2             bad usage
-//	3             the lock was lost while CMD ran (-lost term)
+//	3             the lock was lost while CMD ran (-lost term); -exit-lost
+//	              sets another
 //	126, 127      CMD could not be run, or was not found
 //	128+N         dsync got signal N while waiting for the lock
 package main

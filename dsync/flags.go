@@ -32,8 +32,12 @@ Exit status:
                 or ZooKeeper failed
   2             bad usage
   3             the lock was lost while CMD ran (-lost term); CMD was terminated
+                (-exit-lost sets this status)
   126, 127      CMD could not be run, or was not found
-  128+N         dsync got signal N (SIGHUP, SIGINT, SIGTERM) while waiting
+  128+N         dsync got signal N (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
+                SIGUSR2) while waiting
+Whenever dsync ends CMD's processes (lock lost, CMD's leftovers) or
+forwards a signal, a line on stderr says so.
 `
 
 const mainUsage = `usage: dsync <command> [flags] ...
@@ -53,12 +57,28 @@ Run "dsync <command> -h" for the flags of a command.
 const lockUsage = `usage: dsync lock [flags] PATH -- CMD [ARG...]
 
 Run CMD while holding the mutex at the ZooKeeper path PATH (the layout of
-Curator's InterProcessMutex), and release it when CMD exits. CMD runs in a
-process group of its own; SIGHUP, SIGINT and SIGTERM are forwarded to it.
-Its environment gains DSYNC_PATH and DSYNC_TOKEN, the fencing token of the
-hold. If the lock is lost while CMD runs (the connection to ZooKeeper drops,
-the session expires, the node is deleted), -lost term sends SIGTERM to CMD,
-then SIGKILL after -grace, and exits 3.
+Curator's InterProcessMutex), and release it once CMD's process group is
+gone. Its environment gains DSYNC_PATH and DSYNC_TOKEN, the fencing token of
+the hold.
+
+What is covered: CMD runs in a process group of its own, and the lock is
+held until no process of that group is left: when CMD exits, the processes
+it left in its group get SIGTERM, then SIGKILL after -grace. A process that
+leaves the group (setsid, setpgid) is not covered. SIGHUP, SIGINT, SIGQUIT,
+SIGTERM, SIGUSR1 and SIGUSR2 are forwarded to the group. SIGTSTP, SIGTTIN
+and SIGTTOU stop the group, then dsync; SIGCONT continues both. A stopped
+dsync cannot answer ZooKeeper: after a stop longer than a quarter of the
+session timeout, dsync takes the lock as lost and SIGKILLs the stopped
+group instead of continuing it. On Linux, if dsync dies without ending CMD
+(SIGKILL), the kernel SIGKILLs CMD's first process (Pdeathsig), not the
+rest of its group.
+
+If the lock is lost while CMD runs (the connection to ZooKeeper drops, the
+session expires, the node is deleted), -lost term sends SIGTERM to the
+group, then SIGKILL after -grace, and exits 3. The grace period must end
+before the server can expire the session: -grace is at most a quarter of
+the session timeout the server granted (default: that quarter); a longer
+-grace is rejected with exit status 2 before the lock is taken.
 
 Flags:
 `
@@ -122,7 +142,9 @@ type settings struct {
 	sessionTimeout time.Duration
 	try            bool
 	lost           lossAction
-	grace          time.Duration
+	grace          time.Duration // -grace, if graceSet; else graceFor decides
+	graceSet       bool
+	exitLost       int
 	max            int64 // sem
 	n              int64 // sem
 	path           string
@@ -147,8 +169,13 @@ func newFlagSet(name string, s *settings, out io.Writer) *flag.FlagSet {
 	default:
 		fs.DurationVar(&s.timeout, "timeout", 0, "give up waiting for the lock after `D` (0: wait forever)")
 		fs.BoolVar(&s.try, "try", false, "do not wait: fail at once if the lock is held")
-		fs.Var(&s.lost, "lost", "when the lock is lost while CMD runs: `term|ignore`\nterm: SIGTERM to CMD, SIGKILL after -grace, exit 3; ignore: warn only")
-		fs.DurationVar(&s.grace, "grace", 5*time.Second, "time `D` between SIGTERM and SIGKILL when CMD is terminated")
+		fs.Var(&s.lost, "lost", "when the lock is lost while CMD runs: `term|ignore`\nterm: SIGTERM to CMD's group, SIGKILL after -grace, exit -exit-lost; ignore: warn only")
+		fs.Func("grace", "time `D` between SIGTERM and SIGKILL when CMD's group is terminated\n(default and maximum: a quarter of the granted session timeout)", func(v string) error {
+			d, err := time.ParseDuration(v)
+			s.grace, s.graceSet = d, true
+			return err
+		})
+		fs.IntVar(&s.exitLost, "exit-lost", exitLost, "exit status `N` when the lock is lost and CMD terminated (-lost term)")
 	}
 	if name == "sem" {
 		fs.Int64Var(&s.max, "max", 0, "number of leases of the semaphore (required, `N` > 0)")
@@ -223,6 +250,13 @@ func parse(name string, args []string) (*settings, error) {
 		return nil, usageError("-timeout must not be negative")
 	case s.grace < 0:
 		return nil, usageError("-grace must not be negative")
+	case s.exitLost < 0 || s.exitLost > 255:
+		return nil, usageError("-exit-lost must be between 0 and 255")
+	}
+	if name != "ls" {
+		if _, err := graceFor(s, s.sessionTimeout); err != nil {
+			return nil, err
+		}
 	}
 	if name == "sem" {
 		if s.max <= 0 {

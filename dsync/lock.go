@@ -7,9 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
+	"time"
 
 	"github.com/dsync-go/dsync"
 	"github.com/dsync-go/dsync/zkconn"
@@ -28,20 +27,21 @@ type grant struct {
 	held    context.Context // canceled, with a cause, when the hold is lost
 	release func()          // releases the lock (after a loss too)
 	env     []string        // for CMD
+	timeout time.Duration   // the session timeout the server granted
+	grace   time.Duration   // between SIGTERM and SIGKILL (graceFor)
 }
 
 // runHeld runs "dsync lock" (name "lock") or "dsync sem": it acquires, runs
 // CMD, releases, and returns the exit status.
 func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Writer) int {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs, stop := notifySignals()
+	defer stop()
 
 	sess, g, code := acquire(ctx, name, s, sigs, stderr)
 	if g == nil {
 		return code
 	}
-	code = newChild(s, g.env, stdout, stderr).run(ctx, g.held, sigs)
+	code = newChild(s, g, stdout, stderr).run(ctx, g.held, sigs)
 	g.release()
 	sess.Close()
 	return code
@@ -79,8 +79,14 @@ func acquire(ctx context.Context, name string, s *settings, sigs <-chan os.Signa
 	var sig os.Signal
 	for {
 		select {
-		case sig = <-sigs:
-			cancel(errInterrupted{sig})
+		case got := <-sigs:
+			switch kindOf(got) {
+			case sigForward:
+				sig = got
+				cancel(errInterrupted{sig})
+			case sigStop:
+				stopSelf() // no CMD yet
+			}
 			continue
 		case r := <-done:
 			if sig != nil {
@@ -95,7 +101,11 @@ func acquire(ctx context.Context, name string, s *settings, sigs <-chan os.Signa
 			if r.err == nil {
 				return r.sess, r.g, 0
 			}
+			var usage *badUsage
 			switch {
+			case errors.As(r.err, &usage):
+				fmt.Fprintf(stderr, "dsync %s: %v\n", name, r.err)
+				return nil, nil, exitUsage
 			case errors.Is(r.err, dsync.ErrWouldBlock):
 				fmt.Fprintf(stderr, "dsync: %s is held\n", s.path)
 			case errors.Is(r.err, errTimedOut):
@@ -121,6 +131,12 @@ func take(ctx context.Context, name string, s *settings, stderr io.Writer) (*zkc
 		}
 		return nil, nil, err
 	}
+	timeout := sess.SessionTimeout()
+	grace, err := graceFor(s, timeout)
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
 	var g *grant
 	if name == "sem" {
 		g, err = takeLeases(ctx, sess, s)
@@ -134,6 +150,7 @@ func take(ctx context.Context, name string, s *settings, stderr io.Writer) (*zkc
 		}
 		return nil, nil, err
 	}
+	g.timeout, g.grace = timeout, grace
 	return sess, g, nil
 }
 

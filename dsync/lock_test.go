@@ -241,7 +241,7 @@ func TestLockLostKillsCMD(t *testing.T) {
 	t.Parallel()
 	proxy := zktest.NewProxy(t, shared.Addr())
 	dir := t.TempDir()
-	p := start(t, "lock", "-zk", proxy.Addr(), "-session-timeout", "2s", "-grace", "2s",
+	p := start(t, "lock", "-zk", proxy.Addr(), "-session-timeout", "2s",
 		lockPath(t), "--", "sh", "-c", readyScript, "sh", dir)
 	ps := pids(t, awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second))
 	proxy.BlackHole()

@@ -181,14 +181,25 @@ func awaitFile(t testing.TB, path string, within time.Duration) string {
 
 // alive reports whether process pid exists and is not a zombie.
 func alive(pid int) bool {
+	if s := procState(pid); s != 0 {
+		return s != 'Z'
+	}
+	return syscall.Kill(pid, 0) == nil // no /proc
+}
+
+// procState returns the state letter of process pid in /proc (R, S, T,
+// Z…), or 0 if it is gone or there is no /proc.
+func procState(pid int) byte {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return !os.IsNotExist(err) && syscall.Kill(pid, 0) == nil
+		return 0
 	}
 	// pid (comm) state ...: comm may hold spaces, the state follows the last ')'.
 	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2]
+	}
+	return 0
 }
 
 // pids parses the whitespace-separated process ids in s.

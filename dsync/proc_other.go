@@ -7,6 +7,15 @@ import (
 	"os/exec"
 )
 
+// The signals dsync handles: an interrupt only (signals.go).
+var (
+	forwardSignals = []os.Signal{os.Interrupt}
+	stopSignals    []os.Signal
+	stopSignal     os.Signal
+	contSignal     os.Signal
+	pipeSignal     os.Signal
+)
+
 // newProcessGroup does nothing where there are no process groups.
 func newProcessGroup(*exec.Cmd) {}
 
@@ -17,6 +26,13 @@ func signalGroup(p *os.Process, sig os.Signal) error {
 	}
 	return p.Signal(sig)
 }
+
+// groupGone reports true: without process groups, CMD is its only process.
+func groupGone(*os.Process) bool { return true }
+
+func adoptOrphans() {}
+
+func stopSelf() {}
 
 func signalNumber(os.Signal) int { return 0 }
 

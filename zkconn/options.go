@@ -25,6 +25,7 @@ type config struct {
 	auth           []byte
 	acl            []zk.ACL
 	dialer         zk.Dialer
+	resolver       *net.Resolver
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -33,6 +34,7 @@ func newConfig(opts []Option) (config, error) {
 		logger:         slog.Default(),
 		acl:            zk.WorldACL(zk.PermAll),
 		dialer:         net.DialTimeout,
+		resolver:       net.DefaultResolver,
 	}
 	for _, o := range opts {
 		o.apply(&c)
@@ -46,6 +48,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, errors.New("zkconn: empty ACL")
 	case c.dialer == nil:
 		return c, errors.New("zkconn: nil dialer")
+	case c.resolver == nil:
+		return c, errors.New("zkconn: nil resolver")
 	}
 	return c, nil
 }
@@ -86,4 +90,11 @@ func WithACL(acl ...zk.ACL) Option {
 // net.DialTimeout; nil makes Dial fail.
 func WithDialer(d zk.Dialer) Option {
 	return optionFunc(func(c *config) { c.dialer = d })
+}
+
+// WithResolver sets how server names are looked up, each time the Session
+// starts a connection. The default is net.DefaultResolver; nil makes Dial
+// fail. Lookups are bounded by Dial's ctx, and later ones by Close.
+func WithResolver(r *net.Resolver) Option {
+	return optionFunc(func(c *config) { c.resolver = r })
 }

@@ -10,9 +10,14 @@ import (
 // dsync may create children under. The rules are ZooKeeper's: absolute, no
 // trailing slash, no empty, "." or ".." segment, no NUL, no control
 // characters (U+0001–U+001F, U+007F–U+009F) and none of the code points
-// ZooKeeper reserves (U+D800–U+F8FF, U+FFF0–U+FFFF). dsync also refuses the
-// root itself and the /zookeeper subtree, which the server owns. The error
-// wraps ErrBadPath and says which rule p broke.
+// ZooKeeper reserves (U+D800–U+F8FF, U+FFF0–U+FFFF). The server (Java's
+// PathUtils.validatePath) checks UTF-16 code units, in which a character
+// outside the Basic Multilingual Plane (U+10000 and up, emoji among them) is
+// a surrogate pair in U+D800–U+DFFF: it refuses those, and so does
+// ValidatePath. A string that is not valid UTF-8 reaches the server as
+// U+FFFD, which it refuses too. dsync also refuses the root itself and the
+// /zookeeper subtree, which the server owns. The error wraps ErrBadPath and
+// says which rule p broke.
 func ValidatePath(p string) error {
 	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrBadPath, p, why) }
 	switch {
@@ -45,6 +50,8 @@ func ValidatePath(p string) error {
 			return bad(fmt.Sprintf("contains control character %U", r))
 		case r >= 0xd800 && r <= 0xf8ff, r >= 0xfff0 && r <= 0xffff:
 			return bad(fmt.Sprintf("contains reserved character %U", r))
+		case r > 0xffff:
+			return bad(fmt.Sprintf("contains %U, outside the Basic Multilingual Plane (a UTF-16 surrogate pair)", r))
 		}
 	}
 	return nil

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 func TestValidatePath(t *testing.T) {
@@ -34,6 +37,12 @@ func TestValidatePath(t *testing.T) {
 		{"/zookeeper", false},
 		{"/zookeeper/quota", false},
 		{"/zookeeperish", true},
+		{"/a\ud7ffb", true},
+		{"/a\uf900b", true},
+		{"/a\uffefb", true},
+		{"/emoji\U0001F600", false}, // a surrogate pair to the server
+		{"/a\U00010000b", false},
+		{"/a\U0010FFFFb", false},
 	} {
 		err := ValidatePath(tc.path)
 		if (err == nil) != tc.ok {
@@ -66,6 +75,40 @@ func FuzzValidatePath(f *testing.F) {
 		}
 		if err := ValidatePath(p + "/child"); err != nil {
 			t.Fatalf("ValidatePath(%q) accepted but its child not: %v", p, err)
+		}
+	})
+}
+
+// FuzzValidatePathServer pins ValidatePath accepting characters outside the
+// Basic Multilingual Plane, which the server refuses: it compares
+// ValidatePath with a real server's verdict on creating the path (its own
+// seed corpus runs in go test).
+func FuzzValidatePathServer(f *testing.F) {
+	for _, s := range []string{
+		"a", "a b", "ü", "\U0001F600", "a\U00010000", "\U0010FFFF", "\ud7ff", "\ue000", "\uf8ff",
+		"\uf900", "\uffef", "\ufff0", "\ufffd", "\uffff", "\u00a0", "\u009f", "\u007f", "\x1f", "\x00",
+		".", "..", "...", ".a", "a.", "a/..", "a/.", "a/", "", "a//b", "\xff", "\xed\xa0\x80", "a/b",
+	} {
+		f.Add(s)
+	}
+	c := zktest.Observer(f, shared.Addr())
+	const parent = "/fuzz-validate-path"
+	if _, err := c.Create(parent, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		p := parent + "/" + name
+		_, err := c.Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		// go-zookeeper refuses some paths itself (ErrInvalidPath), all
+		// of which the server refuses too (ErrBadArguments); any other
+		// answer means the path passed.
+		refused := errors.Is(err, zk.ErrBadArguments) || errors.Is(err, zk.ErrInvalidPath)
+		if err != nil && !refused && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNodeExists) &&
+			!errors.Is(err, zk.ErrNoChildrenForEphemerals) {
+			t.Fatalf("Create(%q) = %v", p, err)
+		}
+		if verr := ValidatePath(p); (verr != nil) != refused {
+			t.Errorf("ValidatePath(%q) = %v; the server's create: %v", p, verr, err)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -24,7 +25,9 @@ type Session struct {
 	servers []string
 	cfg     config
 
-	closing   chan struct{} // closed by Close
+	closing   chan struct{}   // closed by Close
+	ctx       context.Context // canceled by Close: bounds name lookups
+	cancel    context.CancelFunc
 	closeOnce sync.Once
 	kick      chan struct{} // wakes run to re-read the expiry deadline
 	bg        sync.WaitGroup
@@ -70,6 +73,10 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
+	addrs, err := resolve(ctx, cfg.resolver, servers)
+	if err != nil {
+		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
+	}
 	s := &Session{
 		servers: append([]string(nil), servers...),
 		cfg:     cfg,
@@ -79,10 +86,12 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		changed: make(chan struct{}),
 		subs:    make(map[*Subscription]struct{}),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.Lock()
-	s.cur, err = s.newClientLocked()
+	s.cur, err = s.newClientLocked(addrs)
 	s.mu.Unlock()
 	if err != nil {
+		s.cancel()
 		return nil, err
 	}
 	s.bg.Add(1)
@@ -100,12 +109,38 @@ func closedChan() chan struct{} {
 	return c
 }
 
-// newClientLocked starts a new *zk.Conn. go-zookeeper calls onEvent from its
-// own goroutine, which takes s.mu: holding it here orders those calls after
-// the assignment of c.conn.
-func (s *Session) newClientLocked() (*client, error) {
+// resolve looks up the host names in servers ("host:port"), and returns the
+// "ip:port" addresses to connect to, within ctx. It runs without s.mu: a slow
+// name server must not hold up Close or the event callback.
+func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, error) {
+	var addrs []string
+	for _, srv := range servers {
+		host, port, err := net.SplitHostPort(srv)
+		if err != nil {
+			return nil, err
+		}
+		if net.ParseIP(host) != nil {
+			addrs = append(addrs, srv)
+			continue
+		}
+		ips, err := r.LookupHost(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		for _, ip := range ips {
+			addrs = append(addrs, net.JoinHostPort(ip, port))
+		}
+	}
+	return addrs, nil
+}
+
+// newClientLocked starts a new *zk.Conn to addrs (resolved: go-zookeeper
+// then looks nothing up). go-zookeeper calls onEvent from its own goroutine,
+// which takes s.mu: holding it here orders those calls after the assignment
+// of c.conn.
+func (s *Session) newClientLocked(addrs []string) (*client, error) {
 	c := &client{authed: s.cfg.authScheme == "", wire: newWire(s.cfg.dialer)}
-	conn, _, err := zk.Connect(s.servers, s.cfg.sessionTimeout,
+	conn, _, err := zk.Connect(addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),
 		zk.WithLogger(zkLogger{s.cfg.logger}),
@@ -321,12 +356,19 @@ func (s *Session) retireLocked(c *client) {
 // replace starts a new *zk.Conn if the Session is open and its current one
 // is old. It reports false if the server list did not resolve.
 func (s *Session) replace(old *client) bool {
+	addrs, err := resolve(s.ctx, s.cfg.resolver, s.servers)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.cfg.logger.Error("zkconn: cannot resolve the servers", "servers", s.servers, "err", err)
+		}
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.cur != old {
 		return true
 	}
-	next, err := s.newClientLocked()
+	next, err := s.newClientLocked(addrs)
 	if err != nil {
 		s.cfg.logger.Error("zkconn: cannot start a new connection", "err", err)
 		return false
@@ -409,6 +451,7 @@ func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
+		s.cancel()
 		s.loseLocked(ErrClosed)
 		s.setStateLocked(StateClosed, 0)
 		close(s.closing)

@@ -603,3 +603,38 @@ func TestEnsembleLeaderLoss(t *testing.T) {
 		t.Fatalf("create after leader loss: %v", err)
 	}
 }
+
+// hangingResolver never gets an answer from its name server; lookups end
+// only with their ctx.
+var hangingResolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}}
+
+// TestDialResolvesWithinCtx pins name lookups that ran inside go-zookeeper's
+// Connect, under the Session's mutex and unbounded by any ctx: a name
+// server that never answers now holds up nothing but Dial, and only until
+// its ctx is done.
+func TestDialResolvesWithinCtx(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	s, err := Dial(ctx, []string{"zk.dsync-test.invalid:2181"}, WithResolver(hangingResolver))
+	if err == nil {
+		s.Close()
+		t.Fatal("Dial of a name nobody resolves succeeded")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Dial = %v; want DeadlineExceeded", err)
+	}
+	if late := time.Since(mustDeadline(ctx)); late > time.Second {
+		t.Errorf("Dial returned %v after its deadline", late)
+	}
+	if _, err := Dial(context.Background(), []string{shared.Addr()}, WithResolver(nil)); err == nil {
+		t.Error("Dial with a nil resolver succeeded")
+	}
+}
+
+func mustDeadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}

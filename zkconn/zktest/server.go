@@ -84,12 +84,12 @@ func Start(t testing.TB, opts ...Option) *Server {
 // StartServer is Start without a testing.TB, for TestMain and for programs:
 // it returns the server once it serves, or an error (wrapping ErrNotInstalled
 // when Java or ZooKeeper is missing). The server's files live in a new
-// directory under os.TempDir. The caller owns the server and must Close it,
-// which stops it and removes that directory.
+// directory under os.TempDir (see newDir). The caller owns the server and
+// must Close it, which stops it and removes that directory.
 func StartServer(opts ...Option) (*Server, error) {
-	dir, err := os.MkdirTemp("", "zktest-")
+	dir, err := newDir()
 	if err != nil {
-		return nil, fmt.Errorf("zktest: %w", err)
+		return nil, err
 	}
 	s, err := startStandalone(dir, true, opts)
 	if err != nil {
@@ -97,6 +97,30 @@ func StartServer(opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// dirPrefix begins the name of the directory StartServer makes, which goes
+// on with the owning process's pid: zktest-<pid>-<random>.
+const dirPrefix = "zktest-"
+
+// newDir makes a directory for a server's files, named for this process, and
+// first removes the directories of earlier processes that are gone: a
+// program killed before it could Close its servers (a test binary killed by
+// its timeout, say; the kernel kills its JVMs too) leaves its directory to
+// the next StartServer, in this program or another, to remove.
+func newDir() (string, error) {
+	olds, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*-*"))
+	for _, old := range olds {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(old), dirPrefix), "-")
+		if n, err := strconv.Atoi(pid); err == nil && n > 0 && syscall.Kill(n, 0) == syscall.ESRCH {
+			os.RemoveAll(old)
+		}
+	}
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", dirPrefix, os.Getpid()))
+	if err != nil {
+		return "", fmt.Errorf("zktest: %w", err)
+	}
+	return dir, nil
 }
 
 // startStandalone starts a standalone server in dir, trying again on another

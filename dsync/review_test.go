@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn/zktest"
+)
+
+// lastResp returns the server's lresp (ms since the epoch) for session sid,
+// from the "cons" four-letter word.
+func lastResp(t *testing.T, addr string, sid int64) (time.Time, bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("cons")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c)
+	re := regexp.MustCompile(fmt.Sprintf(`sid=0x%x,[^)]*lresp=(\d+)`, sid))
+	m := re.FindSubmatch(b)
+	if m == nil {
+		return time.Time{}, false
+	}
+	ms, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return time.UnixMilli(ms), true
+}
+
+// TestReviewStopUnderQuarterDuringPartition: a SIGTSTP/SIGCONT shorter than
+// T/4 (so not "stopped too long") that spans the moment go-zookeeper would
+// have noticed a dead connection delays the SIGTERM by up to T/4; the
+// SIGKILL then comes T/4 (grace) later, past the session's expiry. Another
+// holder acquires while CMD's group (ignoring SIGTERM) is alive.
+func TestReviewStopUnderQuarterDuringPartition(t *testing.T) {
+	t.Parallel()
+	const T = 6 * time.Second
+	proxy := zktest.NewProxy(t, shared.Addr())
+	path, dir := lockPath(t), t.TempDir()
+	obs := observer(t)
+	p := start(t, "lock", "-zk", proxy.Addr(), "-session-timeout", T.String(),
+		path, "--", "sh", "-c", `trap '' TERM; sleep 60 & echo "$$ $!" > "$1/ready"; wait`, "sh", dir)
+	ps := pids(t, awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second))
+	kids := awaitChildren(t, obs, path, 1)
+	_, st, err := obs.Get(path + "/" + kids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := st.EphemeralOwner
+
+	// The next holder waits in line.
+	m := dsync.NewMutex(dial(t, shared.Addr()), path)
+	got := make(chan time.Time, 1)
+	aliveAt := make(chan []int, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := m.LockContext(ctx); err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			aliveAt <- nil
+			return
+		}
+		var live []int
+		for _, pid := range ps {
+			if alive(pid) {
+				live = append(live, pid)
+			}
+		}
+		got <- time.Now()
+		aliveAt <- live
+	}()
+	awaitChildren(t, obs, path, 2)
+
+	// Partition right after a ping reply: r is the last reply.
+	first, ok := lastResp(t, shared.Addr(), sid)
+	if !ok {
+		t.Fatal("no cons line for the session")
+	}
+	var r time.Time
+	for {
+		now, _ := lastResp(t, shared.Addr(), sid)
+		if !now.Equal(first) { // lresp is the server's monotonic clock: note when it moves
+			r = time.Now()
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	proxy.BlackHole()
+	t.Logf("blackholed %v after the last reply", time.Since(r))
+	// go-zookeeper would notice at r+2T/3 = r+4s. Stop dsync shortly before,
+	// for just under T/4.
+	time.Sleep(time.Until(r.Add(2*T/3 - 400*time.Millisecond)))
+	if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	t.Logf("stderr when stopped (%v after the last reply): %q", stoppedAt.Sub(r), p.stderr.String())
+	awaitState(t, append(append([]int{}, ps...), p.cmd.Process.Pid), "stopped", isStopped)
+	time.Sleep(time.Until(stoppedAt.Add(T/4 - 100*time.Millisecond)))
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped for %v", time.Since(stoppedAt))
+	at := <-got
+	live := <-aliveAt
+	t.Logf("next holder acquired %v after the last reply", at.Sub(r))
+	if len(live) > 0 {
+		t.Errorf("next holder acquired while processes %v of the first CMD's group were alive", live)
+	}
+	m.Unlock()
+	code := p.wait(t, 30*time.Second)
+	t.Logf("first dsync exited %d; stderr:\n%s", code, &p.stderr)
+}
