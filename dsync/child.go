@@ -17,8 +17,10 @@ import (
 )
 
 // Polling for the end of CMD's process group, once CMD has exited: every
-// groupPoll, for at most groupWait after the SIGKILL (a process stuck in
-// the kernel, or one another user owns, may outlive it).
+// groupPoll, for as long as it takes. A process stuck in the kernel, or one
+// dsync may not signal (another user's), can outlive the SIGKILL; then dsync
+// warns groupWait after it and keeps the lock (and waits) until the group
+// is gone.
 const (
 	groupPoll = 10 * time.Millisecond
 	groupWait = 5 * time.Second
@@ -67,6 +69,10 @@ func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
 // -exit-lost if the loss terminated CMD, or 126/127 if CMD could not be
 // started.
 func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
+	if held.Err() != nil && c.lost != lossIgnore {
+		fmt.Fprintf(c.stderr, "dsync: lock on %s lost before CMD started: %s\n", c.path, lossCause(held))
+		return c.exitLost
+	}
 	adoptOrphans()
 	waited, err := c.start()
 	if err != nil {
@@ -81,11 +87,12 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 		donec       = ctx.Done()
 		killc       <-chan time.Time // the grace period is over
 		pollc       <-chan time.Time // CMD has exited: is its group gone?
-		giveUpc     <-chan time.Time // groupWait after the SIGKILL
+		warnc       <-chan time.Time // groupWait after the SIGKILL
 		terminating bool
 		lost        bool      // and CMD's group was terminated for it
 		status      int       // CMD's, once it has exited
 		stopped     time.Time // when dsync stopped itself, if it did
+		continued   time.Time // when dsync was last continued after a stop
 	)
 	// terminate says why dsync ends CMD's group, and the first time sends
 	// it SIGTERM and sets the SIGKILL going.
@@ -102,7 +109,7 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 	kill := func() {
 		terminating, killc = true, nil
 		c.signal(os.Kill)
-		giveUpc = time.After(groupWait)
+		warnc = time.After(groupWait)
 	}
 	// lose records the loss of the lock; it reports whether CMD must end.
 	lose := func(why string) bool {
@@ -138,9 +145,9 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 			if groupGone(c.cmd.Process) {
 				return end()
 			}
-		case <-giveUpc:
-			fmt.Fprintf(c.stderr, "dsync: warning: process group %d still has processes %v after SIGKILL; releasing the lock\n", c.cmd.Process.Pid, groupWait)
-			return end()
+		case <-warnc:
+			warnc = nil
+			fmt.Fprintf(c.stderr, "dsync: warning: process group %d still has processes %v after SIGKILL; the lock stays held until they are gone\n", c.cmd.Process.Pid, groupWait)
 		case <-killc:
 			fmt.Fprintf(c.stderr, "dsync: process group %d still runs after %v: SIGKILL\n", c.cmd.Process.Pid, c.grace)
 			kill()
@@ -156,6 +163,9 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 			case sigCont:
 				d, wasStopped := time.Since(stopped), !stopped.IsZero()
 				stopped = time.Time{}
+				if wasStopped {
+					continued = time.Now()
+				}
 				why := fmt.Sprintf("lock on %s lost", c.path)
 				if wasStopped && lostc != nil && stoppedTooLong(d, c.timeout) {
 					why = fmt.Sprintf("lock on %s may be lost: dsync was stopped for %v, more than a quarter of the session timeout (%v)",
@@ -176,9 +186,17 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 			terminate("canceled")
 		case <-lostc:
 			why := fmt.Sprintf("lock on %s lost: %s", c.path, lossCause(held))
-			if lose(why) {
-				terminate(why)
+			if !lose(why) {
+				break
 			}
+			if !continued.IsZero() && time.Since(continued) < c.timeout {
+				// A stop delayed the news of the loss by up to its length:
+				// the grace period may already be spent.
+				fmt.Fprintf(c.stderr, "dsync: %s; dsync was stopped within the session timeout: SIGKILL to CMD's process group\n", why)
+				kill()
+				break
+			}
+			terminate(why)
 		}
 	}
 }

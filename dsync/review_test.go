@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -122,4 +126,72 @@ func TestReviewStopUnderQuarterDuringPartition(t *testing.T) {
 	m.Unlock()
 	code := p.wait(t, 30*time.Second)
 	t.Logf("first dsync exited %d; stderr:\n%s", code, &p.stderr)
+}
+
+// TestReviewSafetyValveReleasesWithLiveGroup pins a release with CMD's
+// group alive: dsync run by an ordinary user (uid 65534); CMD's group holds
+// a root process (as "sudo" in CMD would make) and CMD exits. dsync cannot
+// signal that process (EPERM), and used to release the lock 5s after the
+// SIGKILL anyway. It must hold the lock until the group is gone. Setting it
+// up takes root (CI runs as root).
+func TestReviewSafetyValveReleasesWithLiveGroup(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "dsync-review-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dbin := filepath.Join(dir, "dsync")
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dbin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := lockPath(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(dbin, "lock", "-zk", shared.Addr(), "-grace", "200ms", path, "--",
+		"sh", "-c", `echo "$$" > "$1/ready"; sleep 2; exit 0`, "sh", dir)
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pg := pids(t, awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second))[0]
+	// A root process in CMD's group (as sudo in CMD would make): dsync, run
+	// as uid 65534, cannot signal it.
+	h := exec.Command("sleep", "60")
+	h.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pg}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go h.Wait()
+	hp := h.Process.Pid
+	defer syscall.Kill(hp, syscall.SIGKILL)
+	awaitChildren(t, observer(t), path, 1)
+	m := dsync.NewMutex(dial(t, shared.Addr()), path)
+	deadline := time.Now().Add(30 * time.Second)
+	for alive(pg) { // CMD exits; dsync then fails to kill the root process
+		if time.Now().After(deadline) {
+			t.Fatalf("CMD %d did not exit", pg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := m.TryLockContext(context.Background()); !errors.Is(err, dsync.ErrWouldBlock) {
+		t.Fatalf("TryLockContext while process %d of CMD's group is alive = %v; want ErrWouldBlock", hp, err)
+	}
+	syscall.Kill(hp, syscall.SIGKILL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := m.LockContext(ctx); err != nil {
+		t.Fatalf("LockContext once CMD's group is gone = %v", err)
+	}
+	m.Unlock()
+	cmd.Wait()
+	t.Logf("dsync exited %d; stderr:\n%s", cmd.ProcessState.ExitCode(), &stderr)
 }
