@@ -139,24 +139,6 @@ func TestCountModel(t *testing.T) {
 			op(1, 2, 3, get, regOutput{value: 7, version: 1}),
 		}, porcupine.Illegal},
 	}
-	// Each case above starts with the node made by a read of the seed.
-	created := op(2, -2, -1, get, regOutput{value: 0, version: 0})
-	for i := range tests {
-		tests[i].ops = append([]porcupine.Operation{created}, tests[i].ops...)
-	}
-	tests = append(tests, []struct {
-		name string
-		ops  []porcupine.Operation
-		want porcupine.CheckResult
-	}{
-		{"set creates the node at version 0", []porcupine.Operation{
-			op(0, 0, 1, regInput{op: "set", arg: 7}, regOutput{}),
-			op(1, 2, 3, get, regOutput{value: 7, version: 0}),
-		}, porcupine.Ok},
-		{"cas on a missing node applied", []porcupine.Operation{
-			op(0, 0, 1, regInput{op: "cas", arg: 7, prev: 0}, regOutput{ok: true}),
-		}, porcupine.Illegal},
-	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := porcupine.CheckOperationsTimeout(countModel, tt.ops, 10*time.Second); got != tt.want {
@@ -190,6 +172,34 @@ func TestSettle(t *testing.T) {
 			out, ret := seen.settle(tt.inv)
 			if out != tt.out || ret != tt.wantRet {
 				t.Errorf("got %+v, return %d; want %+v, %d", out, ret, tt.out, tt.wantRet)
+			}
+		})
+	}
+}
+
+// TestJoinRuns pins how the holds of dsync lock runs are checked: the two
+// holders of one run are one holder, from the first enter to the last end.
+func TestJoinRuns(t *testing.T) {
+	h := func(worker string, run int, enter, exit int64) *hold {
+		return &hold{record: record{Worker: worker, Inc: 1, Path: cmdPath, Run: run, Enter: enter, Exit: exit}}
+	}
+	tests := []struct {
+		name      string
+		holds     []*hold
+		joined    int
+		unnoticed int
+	}{
+		{"one run's two holders", []*hold{h("a", 1, 0, 10), h("a", 1, 2, 20)}, 1, 0},
+		{"two runs of one worker", []*hold{h("a", 1, 0, 10), h("a", 2, 10, 20)}, 2, 0},
+		{"a holder of one run outlives it into the next", []*hold{h("a", 1, 0, 10), h("a", 1, 0, 15), h("b", 1, 12, 20)}, 2, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			joined := joinRuns(tt.holds)
+			var r results
+			r.checkOverlaps(joined)
+			if len(joined) != tt.joined || len(r.unnoticed) != tt.unnoticed {
+				t.Errorf("got %d holds, %d unnoticed overlaps; want %d, %d", len(joined), len(r.unnoticed), tt.joined, tt.unnoticed)
 			}
 		})
 	}

@@ -70,6 +70,10 @@ type results struct {
 
 	handover map[string][]time.Duration // by signal
 
+	dsyncSignals map[string]int // dsync lock workers' dsync processes signaled, by signal
+	survived     int            // of them SIGKILLed, those whose CMD left processes behind
+	outlived     time.Duration  // the longest such processes ran on after dsync returned
+
 	value valueResult
 
 	problems []string
@@ -87,11 +91,14 @@ func (r *results) failed() bool {
 
 // analyze runs every check on the records of a run.
 func analyze(recs []record, cfg config) *results {
-	res := &results{seed: cfg.seed, holds: map[string]int{}, faults: map[string]int{}, handover: map[string][]time.Duration{}}
+	res := &results{seed: cfg.seed, holds: map[string]int{}, faults: map[string]int{}, handover: map[string][]time.Duration{},
+		dsyncSignals: map[string]int{}}
 	kindOf := map[string]string{} // worker → kind
 	open := map[string]*hold{}    // "worker#inc/hold" → hold not yet exited
 	var holds []*hold
 	died := map[string]int64{} // "worker#inc" → when its process ended
+	gone := map[string]int64{} // "worker#inc/run" → when CMD's group was seen gone
+	dead := map[string]int64{} // "worker#inc/hold" → when a holder of CMD was seen dead
 	signaled := map[string]string{}
 	var signals, faults, calls, stalls []record
 	for _, r := range recs {
@@ -111,7 +118,6 @@ func analyze(recs []record, cfg config) *results {
 			h := &hold{record: r, kind: kindOf[r.Worker]}
 			open[key] = h
 			holds = append(holds, h)
-			res.holds[h.kind]++
 		case recExit:
 			if h, ok := open[key]; ok {
 				h.record = r
@@ -128,6 +134,17 @@ func analyze(recs []record, cfg config) *results {
 			case why == "SIGTERM" && r.Status != "exit 0" && r.Status != raceStatus:
 				res.problems = append(res.problems, fmt.Sprintf("%s#%d ended with %q after SIGTERM", r.Worker, r.Inc, r.Status))
 			}
+		case recCmdEnd:
+			gone[fmt.Sprintf("%s/%d", incName(r.Worker, r.Inc), r.Run)] = r.At
+			if r.Signal != "" {
+				res.dsyncSignals[r.Signal]++
+			}
+			if r.Survivors > 0 {
+				res.survived++
+				res.outlived = max(res.outlived, time.Duration(r.At-r.Return))
+			}
+		case recCmdDied:
+			dead[key] = r.At
 		case recSignal:
 			signals = append(signals, r)
 			signaled[incName(r.Worker, r.Inc)] = r.Signal
@@ -152,6 +169,16 @@ func analyze(recs []record, cfg config) *results {
 		if t, ok := died[h.inc()]; ok {
 			h.Exit = t
 		}
+		if t, ok := gone[fmt.Sprintf("%s/%d", h.inc(), h.Run)]; ok && h.Run != 0 {
+			h.Exit = t
+		}
+		if t, ok := dead[fmt.Sprintf("%s/%d", h.inc(), h.Hold)]; ok {
+			h.Exit = min(h.Exit, t)
+		}
+	}
+	holds = joinRuns(holds)
+	for _, h := range holds {
+		res.holds[h.kind]++
 	}
 	for _, k := range kinds {
 		res.workers += cfg.workers[k]
@@ -166,6 +193,31 @@ func analyze(recs []record, cfg config) *results {
 	res.problems = append(res.problems, problems...)
 	res.depRaces = deps
 	return res
+}
+
+// joinRuns makes one hold of the holds of each run of dsync lock (the two
+// holders its CMD runs), from the first enter to the last end: a run holds
+// the lock as one holder.
+func joinRuns(holds []*hold) []*hold {
+	var out []*hold
+	runs := map[string]*hold{}
+	for _, h := range holds {
+		if h.Run == 0 {
+			out = append(out, h)
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", h.inc(), h.Run)
+		j, ok := runs[key]
+		if !ok {
+			j = &hold{record: h.record, kind: h.kind}
+			j.Hold = h.Run
+			runs[key] = j
+			out = append(out, j)
+			continue
+		}
+		j.Enter, j.Exit, j.Killed = min(j.Enter, h.Enter), max(j.Exit, h.Exit), j.Killed || h.Killed
+	}
+	return out
 }
 
 // checkOverlaps finds, per path, the stretches in which more holds were
@@ -249,7 +301,7 @@ func incidents(path string, hs []*hold, capacity int, end func(*hold) int64) []i
 // checkTokens checks that, per Mutex and SemaphoreMutex path, fencing tokens
 // grow in the order the holds were entered.
 func (r *results) checkTokens(holds []*hold) {
-	for _, path := range []string{mutexPath, semPath} {
+	for _, path := range []string{mutexPath, semPath, cmdPath} {
 		var hs []*hold
 		for _, h := range holds {
 			if h.Path == path {

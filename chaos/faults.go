@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -249,7 +250,7 @@ func (c *coordinator) strike(s *slot, m zktest.Match, a zktest.Action, then func
 }
 
 // queueParents are the lock paths where contenders queue.
-var queueParents = []string{mutexPath, weightedPath + "/locks", semPath + "/locks"}
+var queueParents = []string{mutexPath, weightedPath + "/locks", semPath + "/locks", cmdPath}
 
 // deleteWaiter deletes a node that waits in line (not the head) on one of
 // the lock paths, as an operator cleaning up by hand would.
@@ -280,7 +281,7 @@ func (c *coordinator) deleteWaiter() (string, error) {
 
 // revokeParents are where holders' nodes are: a Mutex's head, and the
 // leases of the semaphores.
-var revokeParents = []string{mutexPath, semPath + "/leases", weightedPath + "/leases"}
+var revokeParents = []string{mutexPath, semPath + "/leases", weightedPath + "/leases", cmdPath}
 
 // revoke writes __REVOKE__ into a holder's node, as Curator's Revoker does.
 func (c *coordinator) revoke() (string, error) {
@@ -293,7 +294,7 @@ func (c *coordinator) revoke() (string, error) {
 			continue
 		}
 		k := 0
-		if parent != mutexPath {
+		if parent != mutexPath && parent != cmdPath {
 			k = c.rng.IntN(len(line))
 		}
 		node := parent + "/" + line[k]
@@ -329,14 +330,21 @@ func (c *coordinator) line(parent string) []string {
 
 // clientSignal sends sig to a worker (a holder of a Mutex or SemaphoreMutex
 // most of the time, whose successor's wait is the handover the report
-// times) and starts it again once it has exited.
+// times) and starts it again once it has exited. For a dsync lock worker,
+// the process signaled is dsync, whose worker goes on.
 func (c *coordinator) clientSignal(sig syscall.Signal) (string, error) {
 	var s *slot
-	if c.rng.Float64() < 0.7 {
+	switch r := c.rng.Float64(); {
+	case r < 0.3 && c.cfg.workers[kindCmdLock] > 0:
+		s = c.holder(kindCmdLock)
+	case r < 0.8:
 		s = c.holder(kindMutex, kindSemMutex)
 	}
 	if s == nil {
 		s = c.pick(c.live())
+	}
+	if s.cfg.kind == kindCmdLock {
+		return c.signalDsync(s, sig)
 	}
 	holding, inc := c.holding(s), s.p.inc
 	if sig == syscall.SIGKILL {
@@ -349,4 +357,25 @@ func (c *coordinator) clientSignal(sig syscall.Signal) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%s#%d (%s)", s.cfg.name, inc, holding), nil
+}
+
+// signalDsync has a dsync lock worker send sig to its dsync (running, or
+// the next one), and waits until the worker reports that run over: CMD's
+// process group gone.
+func (c *coordinator) signalDsync(s *slot, sig syscall.Signal) (string, error) {
+	holding, inc := c.holding(s), s.p.inc
+	c.st.do(func() { delete(c.st.cmdEnd, s.cfg.name) })
+	s.p.send("signal " + strings.TrimPrefix(sigName(sig), "SIG"))
+	var end record
+	if !c.st.await(time.Now().Add(termBound), func() bool {
+		end = c.st.cmdEnd[s.cfg.name]
+		return end.Signal != ""
+	}) {
+		c.problem(fmt.Sprintf("%s#%d: its dsync did not end within %v of %v", s.cfg.name, inc, termBound, sigName(sig)))
+	}
+	detail := fmt.Sprintf("dsync of %s#%d (%s), run %d: %s", s.cfg.name, inc, holding, end.Run, end.Status)
+	if end.Survivors > 0 {
+		detail += fmt.Sprintf("; %d processes of CMD's group outlived it, killed by the worker", end.Survivors)
+	}
+	return detail, nil
 }

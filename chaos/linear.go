@@ -14,14 +14,11 @@ import (
 
 // The Count's sequential specification, for porcupine: a register whose
 // every write moves its version on by one, as ZooKeeper's setData does. Its
-// node is missing at first: a Get creates it holding the seed (0) at
-// version 0, a Set creates it holding its value at version 0, and a
-// CompareAndSet fails.
+// node holds the seed (0) at version 0 before the first operation: the
+// workers make it before they use it (see valueLoop), since a Get or Set
+// that creates a missing node writes more than one version.
 type (
-	regState struct {
-		present        bool
-		value, version int32
-	}
+	regState struct{ value, version int32 }
 	regInput struct {
 		op   string // get, set, cas
 		arg  int32  // set and cas: the value written
@@ -40,20 +37,16 @@ var countModel = porcupine.Model{
 	Init: func() any { return regState{} },
 	Step: func(state, input, output any) (bool, any) {
 		s, in, out := state.(regState), input.(regInput), output.(regOutput)
-		next := regState{present: true, value: in.arg, version: s.version + 1}
-		if !s.present {
-			next.version = 0
-		}
+		next := regState{value: in.arg, version: s.version + 1}
 		switch {
 		case in.op == "get":
-			s.present = true
 			return out.value == s.value && out.version == s.version, s
 		case out.failed:
 			return true, s
 		case in.op == "set":
 			return true, next
 		}
-		match := s.present && s.version == in.prev // cas
+		match := s.version == in.prev // cas
 		if !out.unknown && out.ok != match {
 			return false, s
 		}

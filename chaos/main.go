@@ -10,10 +10,13 @@
 // with -worker — each talking to the servers through proxies of its own:
 // three take a Mutex (LockContext), three a Weighted of 2 (AcquireLeases),
 // three a SemaphoreMutex (LockContext), two read and write a Count (Get,
-// Set, CompareAndSet). Half of them ask for a 2s session, half for 4s, more
-// than the servers grant. Every call has a deadline; holds last a few
-// milliseconds, a few of them up to 2s. Workers stream JSON records of every
-// hold and call to the coordinator, on one clock.
+// Set, CompareAndSet), and two run the dsync command again and again
+// (dsync lock PATH -- sh -c SCRIPT, built by the run; see cmdlock.go),
+// whose SCRIPT ignores SIGTERM and holds in two processes of its group.
+// Half of them ask for a 2s session, half for 4s, more than the servers
+// grant. Every call has a deadline; holds last a few milliseconds, a few of
+// them up to 2s. Workers stream JSON records of every hold and call to the
+// coordinator, on one clock.
 //
 // Every few seconds (seeded) it strikes one fault, heals it, and waits for
 // every worker to acquire again: the leader or a follower killed and
@@ -22,8 +25,9 @@
 // create or release (or a Count's write) cut at the exact request, before
 // it reaches the server or with its reply lost (zktest.Proxy.Strike); a
 // waiter's node deleted by hand; __REVOKE__ written into a holder's node; a
-// worker killed with SIGKILL or stopped with SIGTERM, then restarted. After
-// each fault, the lock workers quiesce and no lock node may be left.
+// worker killed with SIGKILL or stopped with SIGTERM, then restarted (for a
+// dsync lock worker: its dsync, whose CMD must end with it). After each
+// fault, the lock workers quiesce and no lock node may be left.
 //
 // The checks, on the records:
 //
@@ -31,7 +35,11 @@
 //     for the Weighted). A hold's safe interval runs from its acquisition to
 //     its release or to the moment its hold context told of the loss,
 //     whichever is first: overlapping safe intervals are an unnoticed
-//     overlap (a failure), overlaps after a noticed loss are counted apart;
+//     overlap (a failure), overlaps after a noticed loss are counted apart.
+//     dsync lock tells CMD of a loss only by killing it: a run of it holds
+//     from its first holder's enter to its last holder's exit or, killed,
+//     until its worker saw CMD's process group gone, and any overlap is
+//     unnoticed;
 //   - fencing tokens grow in the order Mutex and SemaphoreMutex holds began;
 //   - every live worker acquires again within the session timeout + 5s of a
 //     heal;

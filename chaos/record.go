@@ -37,6 +37,11 @@ type record struct {
 	Cause string `json:"cause,omitempty"` // context.Cause of a lost hold
 	Token int64  `json:"token,omitempty"` // fencing token
 	Node  string `json:"node,omitempty"`  // lease node (Weighted only)
+	// Run is the run of dsync a dsync lock worker's hold was in (its
+	// numbers run from 1 within an incarnation); Survivors, how many
+	// processes of CMD's group outlived a killed dsync (recCmdEnd).
+	Run       int `json:"run,omitempty"`
+	Survivors int `json:"survivors,omitempty"`
 	// Killed marks a hold the coordinator closed because its process died
 	// (Exit is then when the coordinator saw it die).
 	Killed bool `json:"killed,omitempty"`
@@ -81,6 +86,9 @@ const (
 	recQuiet    = "quiet"    // a worker holds nothing and waits for "resume"
 	recStop     = "stop"     // a worker is about to exit cleanly
 	recStall    = "stall"    // a worker's process did not run from Start to Return
+	recCmdStart = "cmdstart" // a dsync lock worker started dsync (Pid) at Start
+	recCmdEnd   = "cmdend"   // dsync returned (Return), CMD's group seen gone (At)
+	recCmdDied  = "cmddied"  // a holder of CMD (Pid) was seen dead at At, before its exit record
 	recFault    = "fault"    // coordinator: a fault was struck and healed
 	recSignal   = "signal"   // coordinator: a worker was sent a signal
 	recExitProc = "procexit" // coordinator: a worker's process ended

@@ -24,15 +24,16 @@ func (r *results) table(cfg config) string {
 	var b strings.Builder
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(format, args...)) }
 	b.WriteString("| check | result |\n|---|---|\n")
-	row("run", "seed %d, %s, %d worker processes (Mutex %d, Weighted of 2 %d, SemaphoreMutex %d, Count %d), 3 ZooKeeper servers granting sessions of at most %v to clients asking %v or %v",
+	row("run", "seed %d, %s, %d worker processes (Mutex %d, Weighted of 2 %d, SemaphoreMutex %d, Count %d, `dsync lock` %d), 3 ZooKeeper servers granting sessions of at most %v to clients asking %v or %v",
 		r.seed, time.Duration(r.end-r.start).Round(time.Second), r.workers,
-		cfg.workers[kindMutex], cfg.workers[kindWeighted], cfg.workers[kindSemMutex], cfg.workers[kindValue],
+		cfg.workers[kindMutex], cfg.workers[kindWeighted], cfg.workers[kindSemMutex], cfg.workers[kindValue], cfg.workers[kindCmdLock],
 		serverMaxSession, askedTimeouts[0], askedTimeouts[1])
 	total := 0
 	for _, n := range r.holds {
 		total += n
 	}
-	row("holds", "%d (Mutex %d, Weighted leases %d, SemaphoreMutex %d)", total, r.holds[kindMutex], r.holds[kindWeighted], r.holds[kindSemMutex])
+	row("holds", "%d (Mutex %d, Weighted leases %d, SemaphoreMutex %d, `dsync lock` %d)", total,
+		r.holds[kindMutex], r.holds[kindWeighted], r.holds[kindSemMutex], r.holds[kindCmdLock])
 	nf := 0
 	for _, n := range r.faults {
 		nf += n
@@ -67,6 +68,10 @@ func (r *results) table(cfg config) string {
 		}
 		slices.Sort(ds)
 		row(sig+" of a holder → next acquire", "median %s, max %s (%d)", ms(ds[len(ds)/2]), ms(ds[len(ds)-1]), len(ds))
+	}
+	if cfg.workers[kindCmdLock] > 0 {
+		row("`dsync lock`: dsync sent SIGTERM / SIGKILL (its worker goes on)", "%d / %d; %d SIGKILLs left processes of CMD's group (Pdeathsig ends its first process only), killed by the worker within %s",
+			r.dsyncSignals["SIGTERM"], r.dsyncSignals["SIGKILL"], r.survived, ms(r.outlived))
 	}
 	verdict := "linearizable"
 	switch {

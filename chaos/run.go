@@ -30,6 +30,7 @@ const (
 	weightedPath = root + "/weighted"
 	semPath      = root + "/semmutex"
 	countPath    = root + "/count"
+	cmdPath      = root + "/cmdlock"
 )
 
 // lockParents are the parents of every lock and lease node: where an
@@ -38,6 +39,7 @@ var lockParents = []string{
 	mutexPath,
 	weightedPath + "/locks", weightedPath + "/leases",
 	semPath + "/locks", semPath + "/leases",
+	cmdPath,
 }
 
 // Session timeouts. The servers grant at most serverMaxSession; workers ask
@@ -68,17 +70,18 @@ type config struct {
 	// decide in time fails the run.
 	checkTimeout time.Duration
 	exe          string // the binary workers run (it calls workerMain for -worker)
+	dsync        string // the dsync binary the cmdlock workers run: built by run
 	dir          string // the run's log and the workers' stderr
 	logf         func(format string, args ...any)
 }
 
 // defaultWorkers is how many workers of each kind a run starts.
-var defaultWorkers = map[string]int{kindMutex: 3, kindWeighted: 3, kindSemMutex: 3, kindValue: 2}
+var defaultWorkers = map[string]int{kindMutex: 3, kindWeighted: 3, kindSemMutex: 3, kindValue: 2, kindCmdLock: 2}
 
 // kinds lists the worker kinds in a fixed order.
-var kinds = []string{kindMutex, kindWeighted, kindSemMutex, kindValue}
+var kinds = []string{kindMutex, kindWeighted, kindSemMutex, kindValue, kindCmdLock}
 
-var lockKinds = []string{kindMutex, kindWeighted, kindSemMutex}
+var lockKinds = []string{kindMutex, kindWeighted, kindSemMutex, kindCmdLock}
 
 func kindPath(kind string) string {
 	switch kind {
@@ -88,6 +91,8 @@ func kindPath(kind string) string {
 		return weightedPath
 	case kindSemMutex:
 		return semPath
+	case kindCmdLock:
+		return cmdPath
 	}
 	return countPath
 }
@@ -176,6 +181,9 @@ func (c *coordinator) run() error {
 	if err := c.prepare(); err != nil {
 		return err
 	}
+	if err := c.buildDsync(); err != nil {
+		return err
+	}
 	defer c.closeProxies()
 	defer c.killAll() // after an error; does nothing after a clean stop
 	if err := c.startWorkers(); err != nil {
@@ -258,6 +266,24 @@ func (c *coordinator) prepare() error {
 	return nil
 }
 
+// buildDsync builds the dsync command for the cmdlock workers, with the
+// race detector if this binary has it.
+func (c *coordinator) buildDsync() error {
+	if c.cfg.workers[kindCmdLock] == 0 {
+		return nil
+	}
+	c.cfg.dsync = filepath.Join(c.cfg.dir, "dsync")
+	args := []string{"build", "-o", c.cfg.dsync}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, "github.com/dsync-go/dsync/dsync")...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build dsync: %v\n%s", err, out)
+	}
+	return nil
+}
+
 // startWorkers starts cfg.workers of each kind, each behind its own proxies.
 func (c *coordinator) startWorkers() error {
 	for _, kind := range kinds {
@@ -268,6 +294,7 @@ func (c *coordinator) startWorkers() error {
 				index:   len(c.slots),
 				path:    kindPath(kind),
 				timeout: askedTimeouts[len(c.slots)%len(askedTimeouts)],
+				dsync:   c.cfg.dsync,
 			}}
 			for _, addr := range c.ens.Addrs() {
 				p, err := zktest.StartProxy(addr)

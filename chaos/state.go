@@ -28,6 +28,7 @@ type state struct {
 	pids   map[int]string    // process id → "worker#inc"
 	holds  int               // holds entered so far
 	starts map[string]record // "worker#inc" → its start record
+	cmdEnd map[string]record // dsync lock worker → its last recCmdEnd
 }
 
 func newState(path string) (*state, error) {
@@ -45,6 +46,7 @@ func newState(path string) (*state, error) {
 		quiet:   map[string]int64{},
 		pids:    map[int]string{},
 		starts:  map[string]record{},
+		cmdEnd:  map[string]record{},
 	}, nil
 }
 
@@ -67,6 +69,11 @@ func (s *state) add(r record) {
 		s.open[r.Worker]--
 	case recExitProc:
 		s.open[r.Worker] = 0
+	case recCmdStart:
+		s.pids[r.Pid] = incName(r.Worker, r.Inc) + "'s dsync"
+	case recCmdEnd:
+		s.open[r.Worker] = 0
+		s.cmdEnd[r.Worker] = r
 	case recCall:
 		if r.Err == "" && r.ID != 0 { // a Value operation
 			s.ok[r.Worker] = max(s.ok[r.Worker], r.Return)

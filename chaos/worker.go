@@ -27,6 +27,7 @@ const (
 	kindWeighted = "weighted" // Weighted (max 2).AcquireLeases
 	kindSemMutex = "semmutex" // SemaphoreMutex.LockContext
 	kindValue    = "value"    // Count: Get, Set, CompareAndSet
+	kindCmdLock  = "cmdlock"  // the dsync lock command (cmdlock.go)
 )
 
 // weightedMax is the size of the Weighted the weighted workers share.
@@ -57,6 +58,7 @@ type workerConfig struct {
 	zk      []string // the worker's proxies, one per server
 	timeout time.Duration
 	seed    uint64
+	dsync   string // the dsync binary (cmdlock workers)
 }
 
 // args returns the command-line arguments that start c.
@@ -70,6 +72,7 @@ func (c workerConfig) args() []string {
 		"-zk", strings.Join(c.zk, ","),
 		"-session-timeout", c.timeout.String(),
 		"-seed", fmt.Sprint(c.seed),
+		"-dsync", c.dsync,
 	}
 }
 
@@ -80,10 +83,13 @@ func isWorker(args []string) bool { return len(args) > 0 && args[0] == "-worker"
 // with -worker (see workerConfig.args). It streams records to stdout and
 // takes commands, one a line, from stdin.
 func workerMain(args []string) int {
+	if len(args) > 1 && args[1] == kindCmdHold {
+		return cmdHoldMain(args[2:])
+	}
 	var c workerConfig
 	var zk string
 	fs := flag.NewFlagSet("chaos -worker", flag.ContinueOnError)
-	fs.StringVar(&c.kind, "worker", "", "worker kind: mutex, weighted, semmutex or value")
+	fs.StringVar(&c.kind, "worker", "", "worker kind: mutex, weighted, semmutex, value or cmdlock")
 	fs.StringVar(&c.name, "name", "", "worker name")
 	fs.IntVar(&c.index, "index", 0, "worker index")
 	fs.IntVar(&c.inc, "inc", 1, "incarnation")
@@ -91,6 +97,7 @@ func workerMain(args []string) int {
 	fs.StringVar(&zk, "zk", "", "ZooKeeper addresses, comma-separated")
 	fs.DurationVar(&c.timeout, "session-timeout", 4*time.Second, "session timeout to ask for")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed")
+	fs.StringVar(&c.dsync, "dsync", "", "the dsync binary (cmdlock workers)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -114,6 +121,9 @@ func runWorker(c workerConfig, out *emitter, commands io.Reader) error {
 	// over without waiting for the session to expire.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if c.kind == kindCmdLock {
+		return runCmdWorker(ctx, c, out, commands)
+	}
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sess, err := zkconn.Dial(ctx, c.zk, zkconn.WithSessionTimeout(c.timeout), zkconn.WithLogger(logger))
@@ -125,16 +135,8 @@ func runWorker(c workerConfig, out *emitter, commands io.Reader) error {
 	}
 	defer sess.Close()
 
-	w := &worker{cfg: c, out: out, rng: rand.New(rand.NewPCG(c.seed, uint64(c.inc)))}
-	ctx, cancel := context.WithCancel(ctx)
+	w, ctx, cancel := newWorker(ctx, c, out, commands)
 	defer cancel()
-	w.ctl = newControl(ctx)
-	// The command reader is not waited for: a read of stdin cannot be
-	// interrupted, and the process exits when runWorker returns.
-	go func() {
-		w.ctl.read(commands)
-		cancel() // the coordinator is gone: stop
-	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	sub := sess.Subscribe()
@@ -184,6 +186,38 @@ func runWorker(c workerConfig, out *emitter, commands io.Reader) error {
 		return fmt.Errorf("unknown worker kind %q", c.kind)
 	}
 	out.emit(record{Type: recStop, Session: w.session.Load()})
+	return nil
+}
+
+// newWorker returns the worker of c, taking commands from commands, and
+// the context of its loop, canceled when commands end (the coordinator is
+// gone) or by cancel.
+func newWorker(ctx context.Context, c workerConfig, out *emitter, commands io.Reader) (*worker, context.Context, context.CancelFunc) {
+	w := &worker{cfg: c, out: out, rng: rand.New(rand.NewPCG(c.seed, uint64(c.inc)))}
+	ctx, cancel := context.WithCancel(ctx)
+	w.ctl = newControl(ctx)
+	// The command reader is not waited for: a read of stdin cannot be
+	// interrupted, and the process exits when the worker returns.
+	go func() {
+		w.ctl.read(commands)
+		cancel() // the coordinator is gone: stop
+	}()
+	return w, ctx, cancel
+}
+
+// runCmdWorker runs a dsync lock worker (cmdlock.go): it has no session of
+// its own; each run of dsync has one.
+func runCmdWorker(ctx context.Context, c workerConfig, out *emitter, commands io.Reader) error {
+	if c.dsync == "" {
+		return errNoDsync
+	}
+	w, ctx, cancel := newWorker(ctx, c, out, commands)
+	defer cancel()
+	out.emit(record{Type: recStart, Kind: c.kind, Path: c.path, Pid: os.Getpid(), Timeout: c.timeout.Milliseconds()})
+	if err := w.cmdLoop(ctx); err != nil {
+		return err
+	}
+	out.emit(record{Type: recStop})
 	return nil
 }
 
@@ -356,8 +390,16 @@ func (w *worker) valueLoop(ctx context.Context, sess *zkconn.Session, base strin
 		if !ok {
 			return
 		}
-		path := fmt.Sprintf("%s/e%d", base, time.Now().UnixNano()/int64(countEpoch))
+		epoch := time.Now().UnixNano() / int64(countEpoch)
+		path := fmt.Sprintf("%s/e%d", base, epoch)
 		if path != lastPath {
+			// Make this epoch's Count and the next one before any recorded
+			// operation on them (see countModel), with reads that are not
+			// recorded.
+			if !w.makeCount(phase, sess, path) {
+				continue
+			}
+			w.makeCount(phase, sess, fmt.Sprintf("%s/e%d", base, epoch+1))
 			haveLast, lastPath = false, path
 		}
 		c := dsync.NewCount(sess, path, 0)
@@ -405,6 +447,15 @@ func (w *worker) valueLoop(ctx context.Context, sess *zkconn.Session, base strin
 	}
 }
 
+// makeCount makes sure the Count at path exists (a Get creates it holding
+// the seed), and reports whether it does.
+func (w *worker) makeCount(ctx context.Context, sess *zkconn.Session, path string) bool {
+	ctx, cancel := context.WithTimeout(ctx, maxWait)
+	defer cancel()
+	_, err := dsync.NewCount(sess, path, 0).Get(ctx)
+	return err == nil
+}
+
 // between returns a random duration in [lo, hi].
 func (w *worker) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)+1))
@@ -430,6 +481,8 @@ func (w *worker) pause(ctx context.Context, d time.Duration) {
 //	              report armed once in it
 //	disarm        forget what was armed
 //	go            carry on
+//	signal KILL   (dsync lock workers) send SIGKILL to dsync, running or next
+//	signal TERM   the same with SIGTERM
 type control struct {
 	stop context.Context // the worker's lifetime
 
@@ -439,10 +492,11 @@ type control struct {
 	resumed chan struct{} // closed by resume
 	arm     map[string]bool
 	goCh    chan struct{}
+	signals chan syscall.Signal
 }
 
 func newControl(stop context.Context) *control {
-	c := &control{stop: stop, arm: map[string]bool{}, goCh: make(chan struct{}, 1)}
+	c := &control{stop: stop, arm: map[string]bool{}, goCh: make(chan struct{}, 1), signals: make(chan syscall.Signal, 1)}
 	c.cur, c.cancel = context.WithCancel(stop)
 	return c
 }
@@ -471,6 +525,15 @@ func (c *control) read(r io.Reader) {
 		case "go":
 			select {
 			case c.goCh <- struct{}{}:
+			default:
+			}
+		case "signal KILL", "signal TERM":
+			sig := syscall.SIGTERM
+			if cmd == "signal KILL" {
+				sig = syscall.SIGKILL
+			}
+			select {
+			case c.signals <- sig:
 			default:
 			}
 		}
