@@ -283,12 +283,8 @@ func TestLockLostIgnore(t *testing.T) {
 	awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second)
 	proxy.BlackHole()
 	// Wait for the warning: dsync noticed and CMD keeps running.
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(p.stderr.String(), "warning: lock on") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warning within 20s; stderr:\n%s", p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !p.stderr.Await("warning: lock on", 20*time.Second) {
+		t.Fatalf("no warning within 20s; stderr:\n%s", p.stderr.String())
 	}
 	select {
 	case <-p.done:

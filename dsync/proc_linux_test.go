@@ -9,7 +9,8 @@ import (
 )
 
 // awaitState waits until every process of ps is in a state for which ok
-// holds.
+// holds. These processes are not the test's children and Linux offers no
+// event for a state change, so it reads /proc every 10ms.
 func awaitState(t *testing.T, ps []int, what string, ok func(byte) bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

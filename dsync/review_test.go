@@ -175,13 +175,7 @@ func TestReviewSafetyValveReleasesWithLiveGroup(t *testing.T) {
 	defer syscall.Kill(hp, syscall.SIGKILL)
 	awaitChildren(t, observer(t), path, 1)
 	m := dsync.NewMutex(dial(t, shared.Addr()), path)
-	deadline := time.Now().Add(30 * time.Second)
-	for alive(pg) { // CMD exits; dsync then fails to kill the root process
-		if time.Now().After(deadline) {
-			t.Fatalf("CMD %d did not exit", pg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitState(t, []int{pg}, "gone", isGone) // CMD exits; dsync then fails to kill the root process
 	if _, err := m.TryLockContext(context.Background()); !errors.Is(err, dsync.ErrWouldBlock) {
 		t.Fatalf("TryLockContext while process %d of CMD's group is alive = %v; want ErrWouldBlock", hp, err)
 	}

@@ -465,7 +465,7 @@ func TestSemaphoreLayout(t *testing.T) {
 	third := hold(t, ctx, Semaphore, addr, path, 2)
 	// The third holds the internal mutex (PATH/locks) and waits with a lease
 	// node of its own.
-	waitChildren(t, c, path+"/leases", 3)
+	zktest.AwaitChildren(t, c, path+"/leases", 3)
 	locks, _, err := c.Children(path + "/locks")
 	if err != nil {
 		t.Fatal(err)
@@ -492,25 +492,6 @@ func TestSemaphoreLayout(t *testing.T) {
 	}
 	if err := third.Release(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitChildren waits until dir has n children.
-func waitChildren(t testing.TB, c *zk.Conn, dir string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		kids, _, err := c.Children(dir)
-		if err != nil && err != zk.ErrNoNode {
-			t.Fatal(err)
-		}
-		if len(kids) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has children %q, want %d", dir, kids, n)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

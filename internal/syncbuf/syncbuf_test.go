@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -28,5 +29,21 @@ func TestReadWhileWriting(t *testing.T) {
 	wg.Wait()
 	if got := b.String(); got != strings.Repeat("ab", 100) {
 		t.Fatalf("String() = %q; want 100 × ab", got)
+	}
+}
+
+// TestAwait: Await returns once a later write completes the text, and
+// reports false when nothing does within its time.
+func TestAwait(t *testing.T) {
+	var b Buffer
+	go func() {
+		b.Write([]byte("lock "))
+		b.Write([]byte("lost\n"))
+	}()
+	if !b.Await("lock lost", 10*time.Second) {
+		t.Fatalf("Await missed %q in %q", "lock lost", b.String())
+	}
+	if b.Await("never", 10*time.Millisecond) {
+		t.Fatal("Await found what was never written")
 	}
 }
