@@ -289,9 +289,10 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 }
 
 // grant creates n lease nodes in h's session and waits until the leases fit
-// under the maximum (a shared maximum below n, until it grows). The caller holds the internal lock, so nobody else adds
-// lease nodes meanwhile: the listing only shrinks. On failure it deletes the
-// nodes it made, adding the deletes to w.undoing (the caller holds the gate).
+// under the maximum (a shared maximum below n, until it grows). The caller
+// holds the internal lock, so nobody else adds lease nodes meanwhile: the
+// listing only shrinks. On failure it deletes the nodes it made, adding the
+// deletes to w.undoing (the caller holds the gate).
 func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait bool) (nodes []string, err error) {
 	defer func() {
 		if err != nil {
@@ -360,7 +361,7 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait boo
 
 // start turns granted lease nodes into Leases; the internal lock is already
 // released. With track set, it watches each lease for loss (and learns its
-// token).
+// token). On failure no lease is left: the deletes go to w.undoing.
 func (w *Weighted) start(ctx context.Context, h zkconn.Handle, nodes []string, track bool) ([]*Lease, error) {
 	ls := make([]*Lease, 0, len(nodes))
 	for i, p := range nodes {
@@ -372,7 +373,7 @@ func (w *Weighted) start(ctx context.Context, h zkconn.Handle, nodes []string, t
 					l.Release()
 				}
 				for _, q := range nodes[i:] {
-					h.Delete(q)
+					w.undoing = append(w.undoing, h.Delete(q))
 				}
 				return nil, err
 			}
