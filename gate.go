@@ -61,7 +61,9 @@ func (g gate) leave(released <-chan struct{}) {
 }
 
 // settled returns a channel that closes once every channel in chs has (nil
-// ones count as closed).
+// ones count as closed). For more than one it waits on a goroutine, which
+// ends with them: channels from zkconn.Handle.Delete always close, by
+// Session.Close at the latest.
 func settled(chs []<-chan struct{}) <-chan struct{} {
 	var open []<-chan struct{}
 	for _, c := range chs {
