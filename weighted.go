@@ -59,8 +59,9 @@ type Weighted struct {
 	seen   watchedRead[int32] // count as last read, with its watch
 	err    error
 	gate   gate // one acquirer of this process at a time
-	// undoing holds the deletes of a failed acquisition's lease nodes; the
-	// gate's holder owns it and hands it on (see gate).
+	// undoing holds the deletes of an acquisition's internal lock node and
+	// of the lease nodes it gave up; the gate's holder owns it and hands it
+	// on (see gate).
 	undoing []<-chan struct{}
 
 	mu   sync.Mutex
@@ -251,10 +252,11 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 	if err := w.gate.enter(ctx, wait); err != nil {
 		return nil, err
 	}
-	var released <-chan struct{} // the internal lock's delete
 	defer func() {
-		w.gate.leave(settled(append(w.undoing, released)))
+		// Cleared before the gate is given back: the next holder owns it.
+		undoing := w.undoing
 		w.undoing = nil
+		w.gate.leave(settled(undoing))
 	}()
 	for {
 		lk, err := w.lock.acquire(ctx, wait, false, &w.undoing) // errors carry the path already
@@ -264,7 +266,7 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 		var nodes []string
 		nodes, err = w.grant(ctx, lk.h, n, wait)
 		var ls []*Lease
-		released = lk.remove()
+		w.undoing = append(w.undoing, lk.remove()) // the internal lock
 		if err == nil {
 			ls, err = w.start(ctx, lk.h, nodes, track)
 		}

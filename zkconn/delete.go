@@ -117,7 +117,7 @@ func (h Handle) Settle(done <-chan struct{}) {
 	select {
 	case <-done:
 	case <-t.C:
-	case <-h.link:
+	case <-h.Refresh().link: // the connection up now, not when h was made
 	case <-h.gen.lost:
 	}
 }

@@ -1,0 +1,88 @@
+package dsync_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
+)
+
+// Two acquirers of one Weighted: the first's deferred gate handoff writes
+// w.undoing = nil after leave, while the second, now inside the gate, uses it.
+func TestReview3WeightedUndoingRace(t *testing.T) {
+	w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), lockPath(t), 1)
+	if err := w.Acquire(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 8; round++ {
+		var wg sync.WaitGroup
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i+1)*150*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				err := w.Acquire(ctx, 1)
+				_ = start
+				if err == nil {
+					t.Error("acquired a full semaphore")
+				}
+			}(i)
+		}
+		wg.Wait()
+	}
+	w.Release(1)
+}
+
+// unlockAfterReconnect: a Mutex held through a dropped connection (same
+// session, hold still valid) is unlocked on a slow but answering network;
+// another process then tries the lock. Settle should make the release
+// visible as it does without the reconnect.
+func unlockAfterReconnect(t *testing.T, reconnect bool) bool {
+	srv := zktest.Start(t)
+	p := zktest.NewProxy(t, srv.Addr())
+	path := lockPath(t)
+	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second))
+	m := dsync.NewMutex(s, path)
+	m.Lock()
+	if reconnect {
+		p.Cut()
+		deadline := time.Now().Add(10 * time.Second)
+		for s.State() != zkconn.StateReconnected {
+			if time.Now().After(deadline) {
+				t.Fatal("no reconnect")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	p.SetDelay(30 * time.Millisecond)
+	for i := 0; i < 3; i++ { // the wire learns the round trip
+		if _, err := m.Participants(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := dsync.NewMutex(dial(t, []string{srv.Addr()}), path)
+	start := time.Now()
+	m.Unlock()
+	took := time.Since(start)
+	ok := other.TryLock()
+	t.Logf("reconnect=%v: Unlock took %v; other.TryLock() = %v", reconnect, took, ok)
+	if ok {
+		other.Unlock()
+	}
+	return ok
+}
+
+func TestReview3UnlockVisibleAfterReconnect(t *testing.T) {
+	if !unlockAfterReconnect(t, false) {
+		t.Fatal("control: release not visible after Unlock without a reconnect")
+	}
+	if !unlockAfterReconnect(t, true) {
+		t.Fatal("release not visible after Unlock: the hold's Handle kept the link of the dropped connection, so Settle did not wait")
+	}
+}
