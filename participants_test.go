@@ -124,3 +124,85 @@ func TestWeightedParticipantsCuratorThreads(t *testing.T) {
 	viewer := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
 	checkWaiting(t, viewer, false, true)
 }
+
+// TestWeightedParticipantsAllOrNothingWaits pins an acquirer of 2 leases
+// shown half held: with 2 of 3 leases held, all of its 2 nodes wait (Acquire
+// is all or nothing), though only one is over the maximum.
+func TestWeightedParticipantsAllOrNothingWaits(t *testing.T) {
+	path := lockPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs := observer(t, shared.Addr())
+	holder := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 3)
+	if err := holder.Acquire(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 3)
+	done := make(chan error, 1)
+	go func() { done <- w.Acquire(ctx, 2) }()
+	awaitChildren(t, obs, path+"/leases", 4)
+	viewer := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 3)
+	checkWaiting(t, viewer, false, false, true, true)
+	holder.Release(2)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkWaiting(t, viewer, false, false)
+	w.Release(2)
+	assertEmpty(t, path)
+}
+
+// TestWeightedParticipantsSharedSessionCountLowered pins a held lease shown
+// as Waiting: a and b share a Session and both queued for the internal lock
+// before a made its lease; b waits for room, and then the count is lowered,
+// so that more leases are over it than b made.
+func TestWeightedParticipantsSharedSessionCountLowered(t *testing.T) {
+	path := lockPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs := observer(t, shared.Addr())
+	count := dsync.NewCount(dial(t, []string{shared.Addr()}), path+"-count", 2)
+	other := dsync.NewWeightedCount(dial(t, []string{shared.Addr()}), path, count)
+	if err := other.Acquire(ctx, 2); err != nil { // full
+		t.Fatal(err)
+	}
+	// A stranger holds the internal lock while a and b queue behind it.
+	acl := zk.WorldACL(zk.PermAll)
+	if _, err := obs.Create(path+"/locks", nil, 0, acl); err != nil && err != zk.ErrNodeExists {
+		t.Fatal(err)
+	}
+	blocker, err := obs.Create(path+"/locks/lock-", nil, zk.FlagEphemeral|zk.FlagSequence, acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := dial(t, []string{shared.Addr()})
+	a := dsync.NewWeightedCount(s, path, count)
+	b := dsync.NewWeightedCount(s, path, count)
+	aerr, berr := make(chan error, 1), make(chan error, 1)
+	go func() { aerr <- a.Acquire(ctx, 1) }()
+	awaitChildren(t, obs, path+"/locks", 2)
+	go func() { berr <- b.Acquire(ctx, 1) }()
+	awaitChildren(t, obs, path+"/locks", 3)
+	if err := obs.Delete(blocker, -1); err != nil { // a makes its lease and waits
+		t.Fatal(err)
+	}
+	awaitChildren(t, obs, path+"/leases", 3)
+	other.Release(1) // a gets room, then b makes its lease and waits
+	if err := <-aerr; err != nil {
+		t.Fatal(err)
+	}
+	awaitChildren(t, obs, path+"/leases", 3)
+	viewer := dsync.NewWeightedCount(dial(t, []string{shared.Addr()}), path, count)
+	checkWaiting(t, viewer, false, false, true)
+	if err := count.Set(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	checkWaiting(t, viewer, false, false, true)
+	other.Release(1)
+	a.Release(1)
+	if err := <-berr; err != nil {
+		t.Fatal(err)
+	}
+	b.Release(1)
+	assertEmpty(t, path)
+}

@@ -183,24 +183,27 @@ func (w *Weighted) AcquireLeases(ctx context.Context, n int64) ([]*Lease, error)
 // nodes that are not held yet, because their acquirer still waits for room,
 // are there too, marked Waiting: they count against the maximum.
 //
-// Waiting follows from the protocol, dsync's and Curator's alike. Only the
+// Waiting follows from the protocol, dsync's and Curator's alike: only the
 // holder of the internal lock (the head of PATH/locks) creates lease nodes,
 // and it holds the lock from before it creates them until they fit under
-// the maximum. So the nodes not yet granted are the newest ones, all in the
-// holder's session and created after its lock node, and there are some only
-// while the leases number more than the maximum; a Curator holder has one
-// (it takes one lease per round of the lock), a dsync holder the n of its
-// Acquire. Participants marks the newest nodes that must be waiting: as many
-// as exceed the maximum (one for a Curator holder), stopping at the first
-// node of another session or older than the holder's lock node. Held leases
-// of another acquirer on the holder's session (two Weighted values on one
-// Session, two threads of one Curator client) are never marked; a dsync
-// holder of n leases with fewer than n over the maximum shows only those
-// over it. With NewWeightedCount the maximum is the count's value (Get).
+// the maximum. So the leases still waiting are those the holder made.
+//
+//   - A dsync holder names them: each of its lease nodes is kin of its lock
+//     node (zkconn.Kin), and all of them wait while it holds the lock
+//     (Acquire is all or nothing). They are marked, whatever the maximum.
+//   - A Curator holder takes one lease per round of the lock, and its nodes
+//     carry no such mark: if the leases number more than the maximum, the
+//     newest lease is marked when it is in the holder's session and newer
+//     than its lock node. A held lease of another thread of the same Curator
+//     client, made after the holder queued, is taken for the waiting one when
+//     the holder has not yet made its own. With NewWeightedCount the maximum
+//     is the count's value (Get).
 //
 // It reads the leases, then the head of the internal lock: two reads, not one
 // snapshot, so under churn a lease still waiting at the first read shows as
-// held if its acquirer got room before the second.
+// held if its acquirer got room before the second, and leases just granted
+// show as waiting until their acquirer's release of the lock (its next
+// request) is done.
 func (w *Weighted) Participants(ctx context.Context) ([]Participant, error) {
 	if w.err != nil {
 		return nil, w.err
@@ -213,6 +216,12 @@ func (w *Weighted) Participants(ctx context.Context) ([]Participant, error) {
 	if err != nil || len(head) == 0 {
 		return ps, err
 	}
+	if zkconn.IsNative(head[0].Node) {
+		for i := range ps {
+			ps[i].Waiting = ps[i].Session == head[0].Session && zkconn.Kin(ps[i].Node, head[0].Node)
+		}
+		return ps, nil
+	}
 	max := w.max
 	if w.count != nil {
 		v, err := w.count.Get(ctx)
@@ -221,16 +230,9 @@ func (w *Weighted) Participants(ctx context.Context) ([]Participant, error) {
 		}
 		max = int64(v.Value)
 	}
-	over := int64(len(ps)) - max
-	if over > 0 && !zkconn.IsNative(head[0].Node) {
-		over = 1
-	}
-	for i := len(ps) - 1; i >= 0 && over > 0; i-- {
-		if ps[i].Session != head[0].Session || ps[i].Token <= head[0].Token {
-			break
-		}
-		ps[i].Waiting = true
-		over--
+	if n := len(ps) - 1; n >= 0 && int64(len(ps)) > max &&
+		ps[n].Session == head[0].Session && ps[n].Token > head[0].Token {
+		ps[n].Waiting = true
 	}
 	return ps, nil
 }
@@ -264,7 +266,7 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 			return nil, err
 		}
 		var nodes []string
-		nodes, err = w.grant(ctx, lk.h, n, wait)
+		nodes, err = w.grant(ctx, lk.h, lk.node, n, wait)
 		var ls []*Lease
 		w.undoing = append(w.undoing, lk.remove()) // the internal lock
 		if err == nil {
@@ -290,12 +292,13 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 	}
 }
 
-// grant creates n lease nodes in h's session and waits until the leases fit
-// under the maximum (a shared maximum below n, until it grows). The caller
-// holds the internal lock, so nobody else adds lease nodes meanwhile: the
+// grant creates n lease nodes in h's session, kin of lock (the caller's
+// internal lock node: see Participants), and waits until the leases fit under
+// the maximum (a shared maximum below n, until it grows). The caller holds
+// the internal lock, so nobody else adds lease nodes meanwhile: the
 // listing only shrinks. On failure it deletes the nodes it made, adding the
 // deletes to w.undoing (the caller holds the gate).
-func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait bool) (nodes []string, err error) {
+func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n int64, wait bool) (nodes []string, err error) {
 	defer func() {
 		if err != nil {
 			for _, p := range nodes {
@@ -309,7 +312,7 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, n int64, wait boo
 	made := make(chan error, 1)
 	go func() {
 		for i := int64(0); i < n; i++ {
-			p, err := h.CreateProtected(ctx, w.leases.path, w.leases.marker, w.leases.data)
+			p, err := h.CreateProtectedKin(ctx, w.leases.path, w.leases.marker, w.leases.data, lock)
 			if err != nil {
 				made <- err
 				return

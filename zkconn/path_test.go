@@ -153,6 +153,27 @@ func TestIsNative(t *testing.T) {
 	}
 }
 
+func TestKin(t *testing.T) {
+	lock := "/p/locks/_c_" + newUUID() + "-lock-0000000001"
+	k, _ := kinOf(lock)
+	kin := "_c_" + k + newUUID()[kinLen:] + "-lease-0000000004"
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{lock, kin, true},
+		{kin, lock, true},
+		{lock, "_c_" + newUUID() + "-lease-0000000004", false},
+		{"_c_9b6e2a3c-5d4f-4e1a-8c7b-0a1b2c3d4e5f-lock-0000000001",
+			"_c_9b6e2a3c-5d4f-4e1a-8c7b-0a1b2c3d4e5f-lease-0000000001", false}, // Curator's: never kin
+		{"lock-0000000001", "lock-0000000001", false},
+	} {
+		if got := Kin(tc.a, tc.b); got != tc.want {
+			t.Errorf("Kin(%q, %q) = %v; want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
 func FuzzParseProtected(f *testing.F) {
 	f.Add("_c_" + newUUID() + "-lock-0000000001")
 	f.Add("_c_")

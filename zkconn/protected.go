@@ -40,6 +40,31 @@ func newUUID() string {
 	return string(out)
 }
 
+// kinLen is how much of a UUID nodes made together share (see
+// CreateProtectedKin): the first 48 bits, random; the rest of each UUID,
+// random too, keeps it unique for CreateProtected's recovery.
+const kinLen = len("01234567-89ab")
+
+// Kin reports whether a and b (node names or paths) are nodes written by
+// CreateProtected or CreateProtectedKin from one another: their UUIDs begin
+// alike.
+func Kin(a, b string) bool {
+	ka, oka := kinOf(a)
+	kb, okb := kinOf(b)
+	return oka && okb && ka == kb
+}
+
+// kinOf returns the shared part of the UUID of a node (name or path) that
+// CreateProtected wrote.
+func kinOf(node string) (string, bool) {
+	name := node[strings.LastIndexByte(node, '/')+1:]
+	uuid, _, ok := ParseProtected(name)
+	if !ok || !IsNative(name) {
+		return "", false
+	}
+	return uuid[:kinLen], true
+}
+
 // ParseProtected splits a node name of the form _c_<uuid>-<rest> into the
 // UUID and rest. ok is false for any other name.
 func ParseProtected(name string) (uuid, rest string, ok bool) {
@@ -88,13 +113,30 @@ func IsNative(name string) bool {
 // ErrBadPath or go-zookeeper's error) no node is left behind: one that may
 // exist is deleted in the background (see Delete).
 func (h Handle) CreateProtected(ctx context.Context, parent, name string, data []byte) (string, error) {
+	return h.createProtected(ctx, parent, name, data, newUUID())
+}
+
+// CreateProtectedKin is CreateProtected for a node made on behalf of kin, the
+// name or path of a node CreateProtected made: Kin reports true for the two names, so
+// that a reader of the tree can tell which nodes were made together (the
+// lease nodes of one semaphore acquisition, say). A kin that is not such a
+// name gets a node of its own UUID, as CreateProtected does.
+func (h Handle) CreateProtectedKin(ctx context.Context, parent, name string, data []byte, kin string) (string, error) {
+	uuid := newUUID()
+	if k, ok := kinOf(kin); ok {
+		uuid = k + uuid[kinLen:]
+	}
+	return h.createProtected(ctx, parent, name, data, uuid)
+}
+
+func (h Handle) createProtected(ctx context.Context, parent, name string, data []byte, uuid string) (string, error) {
 	if name == "" || strings.ContainsRune(name, '/') {
 		return "", fmt.Errorf("%w: node name %q must be non-empty and free of /", ErrBadPath, name)
 	}
 	if err := ValidatePath(parent + "/" + name); err != nil { // and so parent too
 		return "", err
 	}
-	prefix := ProtectedPrefix + newUUID() + "-"
+	prefix := ProtectedPrefix + uuid + "-"
 	full := parent + "/" + prefix + name
 	for {
 		link, err := h.ready(ctx)
