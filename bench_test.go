@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -270,6 +271,64 @@ func BenchmarkXSyncWeighted(b *testing.B) {
 		workers[i] = semCycle(sem)
 	}
 	runCycles(b, workers)
+}
+
+// BenchmarkRWMutex runs RWMutex cycles, each taking the read lock (RLock,
+// RUnlock) with probability reads/100, else the write lock, and reports the
+// readers' and writers' acquire latencies apart too (read-p50-ms, …). The
+// comparison with Curator's InterProcessReadWriteLock is `make bench`.
+func BenchmarkRWMutex(b *testing.B) {
+	pool := newSessionPool(b)
+	for _, reads := range []int{90, 50} {
+		for _, n := range []int{8, 32} {
+			b.Run(fmt.Sprintf("reads=%d,sessions=%d", reads, n), func(b *testing.B) {
+				path := lockPath(b)
+				sess := pool.sessions(b, n)
+				// lats[k][i]: worker i's latencies of kind k (0 read, 1 write).
+				var lats [2][][]time.Duration
+				for k := range lats {
+					lats[k] = make([][]time.Duration, n)
+				}
+				workers := make([]func() (time.Duration, error), n)
+				for i, s := range sess {
+					rw := dsync.NewRWMutex(s, path)
+					rw.RLock() // a read warm-up cycle; runCycles' own is a write
+					rw.RUnlock()
+					warm := true
+					workers[i] = func() (time.Duration, error) {
+						k := 1
+						if !warm && rand.IntN(100) < reads {
+							k = 0
+						}
+						t0 := time.Now()
+						var lat time.Duration
+						if k == 0 {
+							rw.RLock()
+							lat = time.Since(t0)
+							rw.RUnlock()
+						} else {
+							rw.Lock()
+							lat = time.Since(t0)
+							rw.Unlock()
+						}
+						if !warm {
+							lats[k][i] = append(lats[k][i], lat)
+						}
+						warm = false
+						return lat, nil
+					}
+				}
+				runCycles(b, workers)
+				for k, name := range []string{"read", "write"} {
+					all := slices.Concat(lats[k]...)
+					slices.Sort(all)
+					b.ReportMetric(float64(len(all))/float64(b.N), name+"s/op")
+					b.ReportMetric(benchMillis(benchPercentile(all, 0.50)), name+"-p50-ms")
+					b.ReportMetric(benchMillis(benchPercentile(all, 0.99)), name+"-p99-ms")
+				}
+			})
+		}
+	}
 }
 
 func BenchmarkSemaphoreMutex(b *testing.B) {

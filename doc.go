@@ -7,6 +7,9 @@
 //	InterProcessMutex                Mutex (sync.Locker; LockContext re-enters)
 //	InterProcessSemaphoreV2          Weighted (the Semaphore interface)
 //	InterProcessSemaphoreMutex       SemaphoreMutex
+//	InterProcessReadWriteLock        RWMutex (RLocker is a sync.Locker)
+//	InterProcessMultiLock            MultiLock (all or none, deadlock-free)
+//	Revoker, makeRevocable           Revoke, Revocable, Revoked
 //	SharedCount                      Count (a Value[int32])
 //	SharedValue                      Value[T], with a Codec
 //
@@ -52,4 +55,14 @@
 // with Curator must not see 2^31 creates under one parent. Bad input (a path ZooKeeper
 // would reject, a nil Session) is an error before anything is sent. Misuse
 // (Unlock of an unlocked Mutex) panics, as it does in sync.
+//
+// # Read/write locks shared with Curator
+//
+// An RWMutex and Curator's InterProcessReadWriteLock on one path exclude each
+// other as one lock would. Curator 5.4 grants the write holder's thread a read
+// lock on a new node at the end of the line; once it lets the write lock go,
+// writers queued meanwhile (dsync's or Curator's) take the lock while that
+// read hold goes on. dsync's downgrade puts the read node in the write node's
+// place instead, so a Java holder that downgrades is the one place where the
+// two can overlap: avoid downgrades in Java on paths shared with writers.
 package dsync

@@ -43,3 +43,8 @@ var ErrDecode = errors.New("dsync: cannot decode node data")
 // the caller's ctx ended while the write was on its way. The write may or may
 // not have been applied; it is not sent again. It is zkconn.ErrUnknownOutcome.
 var ErrOutcomeUnknown = zkconn.ErrUnknownOutcome
+
+// ErrBadMember is wrapped by the error every call of a MultiLock made with
+// bad members returns: no locks, a nil one, a sync.Locker that is not one of
+// dsync's locks, or two locks on one path. Nothing is sent to ZooKeeper.
+var ErrBadMember = errors.New("dsync: bad multilock member")

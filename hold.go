@@ -26,6 +26,20 @@ type hold struct {
 	count   int           // re-entrancy depth (Mutex only)
 	release chan struct{} // closed by end
 	done    chan struct{} // closed when watch returns
+	// revoked is closed when the hold sees a revocation request in its
+	// node (see Revoked); nil unless the hold is revocable. newHold,
+	// then watch, are the only ones to close it.
+	revoked chan struct{}
+}
+
+// A holdConfig says how a hold watches its node.
+type holdConfig struct {
+	policy LossPolicy
+	// track: watch the node (e.own) and the connection for loss.
+	track bool
+	// revocable: watch for revocation requests too (see Revocable). The
+	// hold is then tracked, so e.own must be set.
+	revocable bool
 }
 
 var errSuspended = errors.New("connection to ZooKeeper suspended")
@@ -34,22 +48,47 @@ var errSuspended = errors.New("connection to ZooKeeper suspended")
 // Mutex can recognise its own hold when the context comes back.
 type holdKey struct{ owner any }
 
-// newHold starts a hold on e, watching it for loss if track is set (e.own
-// is then the watch on its node). parent gives the hold context its values
-// (not its deadline or cancellation).
-func newHold(parent context.Context, owner any, e entry, policy LossPolicy, track bool) *hold {
+// anyHoldKey marks a hold context with its hold, whatever made it: in a
+// context derived from several hold contexts, the innermost (see Revoked).
+type anyHoldKey struct{}
+
+// newHold starts a hold on e as cfg says. parent gives the hold context
+// its values (not its deadline or cancellation), and bounds the one read of
+// the node a revocable hold makes as it starts.
+//
+// A hold that cannot prove it holds as it starts (its session is lost, or
+// under LostOnSuspension its connection drops, or a revocable hold's read
+// fails, parent done included) is born lost: its context is canceled
+// already, and the caller gives it back.
+func newHold(parent context.Context, owner any, e entry, cfg holdConfig) *hold {
 	hd := &hold{h: e.h, node: e.node, fire: e.fire, count: 1, release: make(chan struct{}), done: make(chan struct{})}
 	hd.token.Store(e.czxid)
 	ctx := context.WithValue(context.WithoutCancel(parent), holdKey{owner}, hd)
+	ctx = context.WithValue(ctx, anyHoldKey{}, hd)
 	hd.ctx, hd.cancel = context.WithCancelCause(ctx)
-	if !track {
+	if !cfg.track && !cfg.revocable {
 		close(hd.done)
 		return hd
 	}
 	hd.h = hd.h.Refresh() // a suspension while waiting is over: watch the connection up now
 	lost := hd.h.Suspended()
-	if policy == LostOnExpiry {
+	if cfg.policy == LostOnExpiry {
 		lost = hd.h.Lost()
+	}
+	if cfg.revocable {
+		if e.own == nil {
+			panic("dsync: internal error: revocable hold without a watch on its node")
+		}
+		hd.revoked = make(chan struct{})
+		// e.own was set before this read goes out: a request written
+		// before the read is in its data, one written after fires e.own
+		// (see watch). A request written while the node waited in line
+		// is thus seen before the hold is handed out.
+		data, _, _, err := readNode(parent, hd.h, hd.node, false)
+		if err != nil {
+			hd.cancel(hd.lostBy(err))
+		}
+		hd.saw(data)
 	}
 	select {
 	case <-lost: // already: the hold is born lost, and says so at once
@@ -60,15 +99,21 @@ func newHold(parent context.Context, owner any, e entry, policy LossPolicy, trac
 	return hd
 }
 
-// watch cancels the hold context when the hold is lost, until end.
+// watch cancels the hold context when the hold is lost, until end, and
+// closes hd.revoked when a revocation request is written into the node.
 //
-// Invariant: while it runs, it waits on lost (and release) at every moment.
-// Setting the watch on the node again after a write to it (a revocation
-// request, say) is a request; it goes out on a goroutine of its own, so that
-// a connection dropping meanwhile still cancels the hold at once.
+// Invariant: while it runs, it waits on lost (and release) at every moment,
+// and a getData watch of its own is set on the node, or being set again
+// with a read of the node's data (the re-arm), at every moment. The re-arm,
+// after a write to the node fired the watch, is a request; it goes out on a
+// goroutine of its own, so that a connection dropping meanwhile still
+// cancels the hold at once. It reads the data in the request that sets the
+// watch again, so a write is either in that data or fires the new watch: no
+// revocation request is missed between the fire and the re-arm.
 func (hd *hold) watch(own <-chan zk.Event, lost <-chan struct{}) {
 	defer close(hd.done)
 	type armed struct {
+		data  []byte
 		watch <-chan zk.Event
 		err   error
 	}
@@ -94,21 +139,22 @@ func (hd *hold) watch(own <-chan zk.Event, lost <-chan struct{}) {
 				hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cause))
 				return
 			}
-			// Written to: watch again.
+			// Written to: read it, watching it again.
 			own = nil
 			rearm = make(chan armed, 1)
 			wg.Go(func() {
-				_, w, err := watchNode(hd.ctx, hd.h, hd.node)
-				rearm <- armed{w, err}
+				data, _, w, err := readNode(hd.ctx, hd.h, hd.node, true)
+				rearm <- armed{data, w, err}
 			})
 		case a := <-rearm:
 			rearm = nil
 			if a.err != nil {
 				if !errors.Is(a.err, context.Canceled) {
-					hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, a.err))
+					hd.cancel(hd.lostBy(a.err))
 				}
 				return
 			}
+			hd.saw(a.data)
 			own = a.watch
 		case <-lost:
 			hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cmp.Or(hd.h.Err(), errSuspended)))
@@ -117,6 +163,62 @@ func (hd *hold) watch(own <-chan zk.Event, lost <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// lostBy returns the cause of a hold lost because a read of its node failed
+// with err.
+func (hd *hold) lostBy(err error) error {
+	if errors.Is(err, errNodeGone) {
+		return fmt.Errorf("%w: node %s deleted", ErrLockLost, hd.node)
+	}
+	return fmt.Errorf("%w: %w", ErrLockLost, err)
+}
+
+// saw closes hd.revoked if the hold is revocable and data, read from its
+// node, is a revocation request. Only newHold, then watch, call it.
+func (hd *hold) saw(data []byte) {
+	if hd.revoked == nil || string(data) != revokeRequest {
+		return
+	}
+	select {
+	case <-hd.revoked:
+	default:
+		close(hd.revoked)
+	}
+}
+
+// getNode reads node's data and stat, setting a getData watch on it if
+// watch is set.
+func getNode(ctx context.Context, h zkconn.Handle, node string, watch bool) ([]byte, *zk.Stat, <-chan zk.Event, error) {
+	var (
+		data []byte
+		st   *zk.Stat
+		w    <-chan zk.Event
+	)
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		if watch {
+			data, st, w, err = c.GetW(node)
+		} else {
+			data, st, err = c.Get(node)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, nil, err // the request may still be out: leave its results alone
+	}
+	return data, st, w, nil
+}
+
+// readNode is getNode, returning errNodeGone if the node does not exist.
+func readNode(ctx context.Context, h zkconn.Handle, node string, watch bool) ([]byte, *zk.Stat, <-chan zk.Event, error) {
+	data, st, w, err := getNode(ctx, h, node, watch)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return nil, nil, nil, errNodeGone
+	case err != nil:
+		return nil, nil, nil, err
+	}
+	return data, st, w, nil
 }
 
 // fencingToken returns the czxid of the hold's node, asking ZooKeeper

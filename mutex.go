@@ -23,10 +23,11 @@ import (
 //
 // A Mutex must be made with NewMutex and must not be copied after first use.
 type Mutex struct {
-	q      queue
-	policy LossPolicy
-	err    error // bad input found by NewMutex
-	gate   gate  // one goroutine of this process at a time
+	q         queue
+	policy    LossPolicy
+	revocable bool  // see Revocable
+	err       error // bad input found by NewMutex
+	gate      gate  // one goroutine of this process at a time
 
 	mu   sync.Mutex
 	hold *hold
@@ -41,10 +42,11 @@ var _ sync.Locker = (*Mutex)(nil)
 func NewMutex(sess *zkconn.Session, path string, opts ...Option) *Mutex {
 	o := newOptions(opts)
 	return &Mutex{
-		q:      queue{sess: sess, path: path, marker: lockMarker, data: o.data},
-		policy: o.policy,
-		err:    validate(sess, path),
-		gate:   newGate(),
+		q:         queue{sess: sess, path: path, marker: lockMarker, data: o.nodeData()},
+		policy:    o.policy,
+		revocable: o.revocable,
+		err:       validate(sess, path),
+		gate:      newGate(),
 	}
 }
 
@@ -54,7 +56,8 @@ func NewMutex(sess *zkconn.Session, path string, opts ...Option) *Mutex {
 // is closed, the path is bad, ZooKeeper refuses the node). Lock gives no way
 // to learn that the hold was lost, so it does not watch for loss (which
 // saves a request per hold): use LockContext to bound the wait, handle those
-// errors, and learn when the hold is lost.
+// errors, and learn when the hold is lost. (A Revocable Mutex does watch;
+// see Mutex.Revoked.)
 func (m *Mutex) Lock() {
 	if _, err := m.lock(context.Background(), true, false); err != nil {
 		panic("dsync: Lock: " + err.Error()) // err names the path
@@ -125,6 +128,7 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 	if err := m.gate.enter(ctx, wait); err != nil {
 		return nil, err
 	}
+	track = track || m.revocable // a revocable hold watches its node, after Lock and TryLock too
 	var (
 		hd      *hold
 		undoing []<-chan struct{} // deletes of nodes given up on the way
@@ -137,7 +141,8 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 		}
 		// A hold lost before it is handed out (the connection dropped
 		// meanwhile) is given back, and the lock taken again.
-		if hd = newHold(ctx, m, e, m.policy, track); hd.ctx.Err() == nil {
+		cfg := holdConfig{policy: m.policy, track: track, revocable: m.revocable}
+		if hd = newHold(ctx, m, e, cfg); hd.ctx.Err() == nil {
 			break
 		}
 		undoing = append(undoing, hd.end())
@@ -158,10 +163,13 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 // zkconn.Handle.Settle), so that normally the release is visible to every
 // process when it returns; otherwise the delete goes on in the background
 // (the Session's Close ends the session, which deletes the node too).
-func (m *Mutex) Unlock() {
+func (m *Mutex) Unlock() { m.unlock(nil) }
+
+// unlock is Unlock; given held, only for the hold whose context it is.
+func (m *Mutex) unlock(held context.Context) {
 	m.mu.Lock()
 	hd := m.hold
-	if hd == nil {
+	if hd == nil || held != nil && hd.ctx != held {
 		m.mu.Unlock()
 		panic("dsync: unlock of unlocked mutex")
 	}

@@ -15,8 +15,9 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
-	data   []byte
-	policy LossPolicy
+	data      []byte
+	policy    LossPolicy
+	revocable bool
 }
 
 func newOptions(opts []Option) options {
@@ -36,9 +37,19 @@ func defaultData() []byte {
 	return []byte(fmt.Sprintf("host=%s pid=%d", host, os.Getpid()))
 }
 
+// nodeData returns the data of the nodes of a primitive that honours
+// Revocable: none for revocable holds (see Revocable), else o.data.
+func (o options) nodeData() []byte {
+	if o.revocable {
+		return nil
+	}
+	return o.data
+}
+
 // WithData sets the data of the nodes the primitive creates, shown by
 // Participants (and by Curator's tools). The default is "host=<host name>
-// pid=<pid>"; nil or empty data is allowed.
+// pid=<pid>"; nil or empty data is allowed. Revocable overrides it, given
+// before or after it, on the primitives that honour Revocable.
 func WithData(data []byte) Option {
 	return optionFunc(func(o *options) { o.data = append([]byte(nil), data...) })
 }
@@ -69,4 +80,26 @@ func WithLossPolicy(p LossPolicy) Option {
 		panic(fmt.Sprintf("dsync: unknown LossPolicy %d", int(p)))
 	}
 	return optionFunc(func(o *options) { o.policy = p })
+}
+
+// Revocable makes the holds of a Mutex or a SemaphoreMutex revocable, as
+// Curator's makeRevocable does: another process may ask the holder to
+// release, by writing "__REVOKE__" into the hold's node (Revoke,
+// RevokeHolders, Curator's Revoker), and the holder learns of it through
+// Revoked. Revocation is cooperative: nothing is released, and the hold
+// context is not canceled, until the holder unlocks. The default is not
+// revocable.
+//
+// A revocable hold's node has empty data, as Curator's do, whatever WithData
+// says (before or after Revocable): Revoke asks only nodes with empty data,
+// so that it never overwrites what a node that is not revocable carries.
+// A revocable hold watches its node even when taken by Lock or TryLock,
+// which otherwise do not (see Mutex.Revoked), and reads its node once as it
+// starts, one request more per hold: a request written while the node still
+// waited in line is seen then.
+//
+// Primitives whose holds Curator never revokes (Weighted, Value, Count)
+// ignore it, and keep their nodes' data.
+func Revocable() Option {
+	return optionFunc(func(o *options) { o.revocable = true })
 }

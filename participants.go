@@ -19,8 +19,11 @@ type Participant struct {
 	Sequence int32     // sequence number
 	Token    int64     // czxid: the fencing token of a hold on this node
 	// Waiting is set on the lease nodes of a semaphore acquirer that is
-	// still waiting for room (see Weighted.Participants for the rule).
+	// still waiting for room (see Weighted.Participants for the rule), and
+	// on the nodes of an RWMutex that do not hold (see RWMutex.Participants).
 	Waiting bool
+	// Reader is set on an RWMutex reader's node (__READ__).
+	Reader bool
 }
 
 // participants lists the queue in order, with each node's data and owner.
@@ -51,7 +54,7 @@ func (q *queue) first(ctx context.Context, n int) ([]Participant, error) {
 		return nil, err
 	}
 	var out []Participant
-	for _, c := range order(children, q.marker) {
+	for _, c := range q.line(children) {
 		if len(out) == n {
 			break
 		}
@@ -79,5 +82,5 @@ func describe(ctx context.Context, h zkconn.Handle, parent string, n queued) (Pa
 		return Participant{}, err
 	}
 	return Participant{Node: n.name, Path: path, Sequence: n.seq, Data: data, Session: st.EphemeralOwner,
-		Created: time.UnixMilli(st.Ctime), Token: st.Czxid}, nil
+		Created: time.UnixMilli(st.Ctime), Token: st.Czxid, Reader: n.reader}, nil
 }

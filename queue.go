@@ -19,19 +19,33 @@ import (
 // (_c_<uuid>-lock-0000000042), as in Curator's InterProcessMutex.
 const lockMarker = "lock-"
 
+// The markers of an RWMutex's nodes (_c_<uuid>-__READ__0000000042), as in
+// Curator's InterProcessReadWriteLock: both kinds share one path and one
+// order, by the digits after whichever marker a name carries.
+const (
+	readMarker  = "__READ__"
+	writeMarker = "__WRIT__"
+)
+
 // sequence returns the sequence number of a node name: the digits after the
-// last marker, read as ZooKeeper writes them (a signed 32-bit counter, so a
-// parent that made more than 2^31 children shows negative numbers).
-func sequence(name, marker string) (int32, bool) {
-	i := strings.LastIndex(name, marker)
+// last of the markers it carries, read as ZooKeeper writes them (a signed
+// 32-bit counter, so a parent that made more than 2^31 children shows
+// negative numbers), and that marker.
+func sequence(name string, markers ...string) (seq int32, marker string, ok bool) {
+	i := -1
+	for _, m := range markers {
+		if j := strings.LastIndex(name, m); j > i {
+			i, marker = j, m
+		}
+	}
 	if i < 0 {
-		return 0, false
+		return 0, "", false
 	}
 	n, err := strconv.ParseInt(name[i+len(marker):], 10, 32)
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
-	return int32(n), true
+	return int32(n), marker, true
 }
 
 // queued is one child of a lock path, in queue order.
@@ -39,11 +53,14 @@ type queued struct {
 	name   string
 	seq    int32
 	hasSeq bool
+	reader bool // an RWMutex reader's node
 }
 
 // order sorts the children of a lock path into queue order: by sequence
 // number read as unsigned, with the children that carry none after them, by
-// name.
+// name. At one sequence number a writer's node sorts before a reader's: a
+// downgrade's read node takes its writer's number (see RWMutex), and must
+// sort after it.
 //
 // ZooKeeper writes a parent's cversion as the sequence, a signed 32-bit
 // counter: after 2^31 creates under one parent it goes on at -2147483648.
@@ -53,11 +70,13 @@ type queued struct {
 // digits as strings, and "-" sorts before "0"), put a node created after the
 // wrap ahead of the holder. A dsync waiter never does; a Curator peer on the
 // same path past the wrap can, whatever dsync does (see doc.go).
-func order(children []string, marker string) []queued {
+func order(children []string, markers ...string) []queued {
 	q := make([]queued, len(children))
 	for i, c := range children {
+		var m string
 		q[i].name = c
-		q[i].seq, q[i].hasSeq = sequence(c, marker)
+		q[i].seq, m, q[i].hasSeq = sequence(c, markers...)
+		q[i].reader = m == readMarker
 	}
 	sort.Slice(q, func(i, j int) bool {
 		a, b := q[i], q[j]
@@ -66,6 +85,9 @@ func order(children []string, marker string) []queued {
 		}
 		if a.seq != b.seq {
 			return uint32(a.seq) < uint32(b.seq)
+		}
+		if a.reader != b.reader {
+			return b.reader
 		}
 		return a.name < b.name
 	})
@@ -92,11 +114,57 @@ func order(children []string, marker string) []queued {
 // one transaction and one notification: a waiter costs a create, a listing,
 // the watches and the delete, and one more listing only after a departure
 // other than a handoff.
+//
+// An RWMutex's readers and writers share one queue (rw set). A writer waits
+// as above; readers send no handoff signal, as a reader that leaves proves
+// nothing about the nodes ahead of it. A reader is first when no writer is
+// ahead of it: it follows the nearest writer ahead, and that writer's
+// departure makes it first when it was the only writer ahead at the last
+// listing; otherwise the reader lists again. It sets no exists watch on the
+// writer's handoff signal: several readers may follow one writer, so none of
+// them could send the signal to take its own watch back when it gives up (as
+// a writer does, see entry.fire), and the watch would stay set for as long as
+// the session lives if that writer then left without the signal.
+//
+// Invariant: a node created after a listing sorts after every node in it,
+// except a downgrade's read node, which takes its writer's place (see
+// RWMutex.downgrade); dsync's downgrade writes to the writer's node in the
+// same transaction, and a waiter that sees the writer's node written, or
+// gone before its watch was set, lists again instead of claiming. A writer
+// behind another client's writer node lists again when it goes, whatever
+// its place (Curator's downgrade writes nothing to it).
 type queue struct {
 	sess   *zkconn.Session
 	path   string
 	marker string
 	data   []byte
+	rw     bool // an RWMutex's queue: nodes sort by either marker
+}
+
+// line sorts the children of q's path into queue order.
+func (q *queue) line(children []string) []queued {
+	if q.rw {
+		return order(children, readMarker, writeMarker)
+	}
+	return order(children, q.marker)
+}
+
+// reader reports whether q's nodes are an RWMutex's readers.
+func (q *queue) reader() bool { return q.marker == readMarker }
+
+// blocking returns the nodes among ahead that keep a node of q's from
+// holding: all of them, or for a reader the writers.
+func (q *queue) blocking(ahead []queued) []queued {
+	if !q.reader() {
+		return ahead
+	}
+	var ws []queued
+	for _, n := range ahead {
+		if !n.reader {
+			ws = append(ws, n)
+		}
+	}
+	return ws
 }
 
 // handoffSuffix makes a node's handoff signal path from its own.
@@ -183,7 +251,7 @@ func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (en
 	switch {
 	case err != nil:
 		return e, err
-	case len(ahead) == 0:
+	case len(q.blocking(ahead)) == 0:
 		if track {
 			e.czxid, e.own, err = watchNode(ctx, h, e.node)
 		}
@@ -196,8 +264,10 @@ func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (en
 	}
 	// A node first in line when it was created was first in every listing
 	// since, so no waiter watches its handoff signal; one that waited sends
-	// it when it leaves.
-	e.fire = append(e.fire, handoffPath(e.node))
+	// it when it leaves, unless it is a reader (see queue).
+	if !q.reader() {
+		e.fire = append(e.fire, handoffPath(e.node))
+	}
 	return e, nil
 }
 
@@ -223,7 +293,7 @@ func (q *queue) create(ctx context.Context, e *entry) ([]queued, error) {
 	}
 	name := e.node[len(q.path)+1:]
 	if lerr == nil {
-		line := order(children, q.marker)
+		line := q.line(children)
 		if i := indexOf(line, name); i >= 0 {
 			return line[:i], nil
 		}
@@ -235,9 +305,13 @@ func (q *queue) create(ctx context.Context, e *entry) ([]queued, error) {
 // at the last listing (see queue).
 func (q *queue) await(ctx context.Context, e *entry, ahead []queued) error {
 	name := e.node[len(q.path)+1:]
-	for len(ahead) > 0 {
-		prev := ahead[len(ahead)-1].name
-		first, err := q.follow(ctx, e, prev, len(ahead) == 1)
+	var seen written
+	for {
+		b := q.blocking(ahead)
+		if len(b) == 0 {
+			return nil
+		}
+		first, err := q.follow(ctx, e, b[len(b)-1], len(b) == 1, &seen)
 		if err != nil || first {
 			return err
 		}
@@ -245,38 +319,43 @@ func (q *queue) await(ctx context.Context, e *entry, ahead []queued) error {
 			return err
 		}
 	}
-	return nil
 }
 
-// follow waits until prev, the node ahead of e's, is gone, and reports
-// whether e's node is then first: prev was first at the last listing, or
-// sent its handoff signal; and e's node still exists (see claim).
+// written is the last write to a followed node that made its waiter list
+// again: a write is acted on once, so that a node written to (a revocation
+// request, say) is followed after the one listing it calls for.
+type written struct {
+	node    string
+	version int32
+}
+
+// follow waits until prev, the node e's waits for, is gone, and reports
+// whether e's node is then first: prev was the only node blocking it at the
+// last listing, or sent its handoff signal; and e's node still exists (see
+// claim). It reports false, for the caller to list again, when prev was
+// written to since it was created (a downgrade, a revocation request: once
+// per write, recorded in *seen), and in an RWMutex's queue when prev is gone
+// before its watch is set (see queue).
 //
 // The first time, it also sets the watch on e's own node. The watches are
 // sent together: one round trip, before any handoff.
-func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (bool, error) {
+func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, seen *written) (bool, error) {
 	h := e.h
-	path := q.path + "/" + prev
-	// arm sets the watch on prev: again only after it fired without
-	// prev going (a write to it, a revocation request say).
-	arm := func() (<-chan zk.Event, error) {
-		var watch <-chan zk.Event
-		err := h.Do(ctx, func(c *zk.Conn) (err error) {
-			_, _, watch, err = c.GetW(path)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		return watch, nil
+	path := q.path + "/" + prev.name
+	if q.rw && !q.reader() && !prev.reader && !zkconn.IsNative(prev.name) {
+		// A writer of another client (Curator 5.5 on) downgrades with
+		// a read node at its place and no write to its own node: a
+		// writer behind it lists again when it goes.
+		first = false
 	}
 	var (
-		wg               sync.WaitGroup
-		handoff          signal
-		sigErr, ownErr   error
-		own              <-chan zk.Event
-		czxid            int64
-		needSig, needOwn = !first && zkconn.IsNative(prev), e.own == nil
+		wg             sync.WaitGroup
+		handoff        signal
+		sigErr, ownErr error
+		own            <-chan zk.Event
+		czxid          int64
+		needSig        = !first && zkconn.IsNative(prev.name) && !prev.reader && !q.reader()
+		needOwn        = e.own == nil
 	)
 	if needSig {
 		// In e.fire from the moment it may be set: a request abandoned
@@ -288,7 +367,14 @@ func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (
 	if needOwn {
 		wg.Go(func() { czxid, own, ownErr = watchNode(ctx, h, e.node) })
 	}
-	watch, err := arm()
+	var (
+		watch <-chan zk.Event
+		st    *zk.Stat
+	)
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		_, st, watch, err = c.GetW(path)
+		return err
+	})
 	wg.Wait()
 	if needSig && handoff.watch == nil && sigErr == nil {
 		// A node is at the signal's path: no watch of ours is there.
@@ -300,23 +386,39 @@ func (q *queue) follow(ctx context.Context, e *entry, prev string, first bool) (
 	if err == nil || errors.Is(err, zk.ErrNoNode) {
 		err = cmp.Or(ownErr, sigErr, err)
 	}
+	switch {
+	case errors.Is(err, zk.ErrNoNode) && q.rw:
+		return false, nil
+	case errors.Is(err, zk.ErrNoNode):
+		return e.claim(ctx, first || handoff.fired(e))
+	case err != nil:
+		return false, err
+	case st.Version != 0 && *seen != (written{path, st.Version}):
+		*seen = written{path, st.Version}
+		return false, nil
+	}
 	for {
-		if errors.Is(err, zk.ErrNoNode) {
-			return e.claim(ctx, first || handoff.fired(e))
-		}
-		if err != nil {
-			return false, err
-		}
 		select {
 		case ev := <-watch:
 			if ev.Type == zk.EventNodeDeleted {
 				return e.claim(ctx, first || handoff.fired(e))
 			}
-			watch, err = arm() // after a session ended, this fails
+			return false, nil // written to: list again
 		case ev := <-handoff.watch:
-			if handoff.took(e, ev) {
-				return e.claim(ctx, true)
+			if !handoff.took(e, ev) {
+				continue
 			}
+			// A write to prev before it left is in watch by now (one
+			// connection keeps the order): it may be a downgrade, whose
+			// read node is still there.
+			select {
+			case ev := <-watch:
+				if ev.Type != zk.EventNodeDeleted {
+					return false, nil
+				}
+			default:
+			}
+			return e.claim(ctx, true)
 		case ev := <-e.own:
 			if ev.Type == zk.EventNodeDeleted {
 				return false, errNodeGone
@@ -423,7 +525,7 @@ func (q *queue) ahead(ctx context.Context, h zkconn.Handle, name string) ([]queu
 	if err != nil {
 		return nil, err
 	}
-	line := order(children, q.marker)
+	line := q.line(children)
 	i := indexOf(line, name)
 	if i < 0 {
 		return nil, errNodeGone
@@ -443,16 +545,8 @@ func indexOf(line []queued, name string) int {
 // watchNode sets a getData watch on node and returns it with the node's
 // czxid. It returns errNodeGone if the node does not exist.
 func watchNode(ctx context.Context, h zkconn.Handle, node string) (int64, <-chan zk.Event, error) {
-	var st *zk.Stat
-	var watch <-chan zk.Event
-	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		_, st, watch, err = c.GetW(node)
-		return err
-	})
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-		return 0, nil, errNodeGone
-	case err != nil:
+	_, st, watch, err := readNode(ctx, h, node, true)
+	if err != nil {
 		return 0, nil, err
 	}
 	return st.Czxid, watch, nil

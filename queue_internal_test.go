@@ -22,7 +22,7 @@ func TestSequence(t *testing.T) {
 		{"x-lock-12a", 0, false},
 		{"no-marker-0000000001", 0, false},
 	} {
-		seq, ok := sequence(tc.name, lockMarker)
+		seq, _, ok := sequence(tc.name, lockMarker)
 		if seq != tc.seq || ok != tc.ok {
 			t.Errorf("sequence(%q) = %d, %v; want %d, %v", tc.name, seq, ok, tc.seq, tc.ok)
 		}
@@ -39,6 +39,27 @@ func TestOrder(t *testing.T) {
 	}
 	want := "_c_c-lock-0000000001 _c_b-lock-0000000003 _c_a-lock--000000005 another other"
 	if strings.Join(names, " ") != want {
+		t.Fatalf("order = %v; want %s", names, want)
+	}
+}
+
+// TestOrderReadWrite: readers and writers share one order, by the digits
+// after either marker; at one number (a downgrade's read node and its
+// writer) the writer sorts first, whatever the UUIDs.
+func TestOrderReadWrite(t *testing.T) {
+	got := order([]string{
+		"_c_0-__READ__0000000007", "_c_f-__WRIT__0000000007", "_c_a-__WRIT__0000000009",
+		"_c_b-__READ__0000000002",
+	}, readMarker, writeMarker)
+	var names []string
+	for _, q := range got {
+		kind := "W"
+		if q.reader {
+			kind = "R"
+		}
+		names = append(names, fmt.Sprintf("%s%d", kind, q.seq))
+	}
+	if want := "R2 W7 R7 W9"; strings.Join(names, " ") != want {
 		t.Fatalf("order = %v; want %s", names, want)
 	}
 }
@@ -64,7 +85,7 @@ func FuzzSequence(f *testing.F) {
 	f.Add("_c_x-lock-0000000042")
 	f.Add("lock--1")
 	f.Fuzz(func(t *testing.T, name string) {
-		seq, ok := sequence(name, lockMarker)
+		seq, _, ok := sequence(name, lockMarker)
 		if !ok {
 			return
 		}

@@ -21,8 +21,9 @@ import (
 // A hold can be lost as a Mutex hold can; see Mutex. A SemaphoreMutex must be
 // made with NewSemaphoreMutex and must not be copied after first use.
 type SemaphoreMutex struct {
-	w    *Weighted
-	gate gate // held from acquisition to Unlock
+	w         *Weighted
+	gate      gate // held from acquisition to Unlock
+	revocable bool // see Revocable
 
 	mu   sync.Mutex
 	hold *hold // the lease of the current hold
@@ -34,13 +35,17 @@ var _ sync.Locker = (*SemaphoreMutex)(nil)
 // ZooKeeper until it is used; a nil sess or a bad path is reported by every
 // call.
 func NewSemaphoreMutex(sess *zkconn.Session, path string, opts ...Option) *SemaphoreMutex {
-	return &SemaphoreMutex{w: NewWeighted(sess, path, 1, opts...), gate: newGate()}
+	o := newOptions(opts)
+	w := NewWeighted(sess, path, 1, opts...)
+	w.leases.data, w.revocable = o.nodeData(), o.revocable
+	return &SemaphoreMutex{w: w, gate: newGate(), revocable: o.revocable}
 }
 
 // Lock locks m, blocking until it is available; like Mutex.Lock it cannot
 // fail, and panics if the lock can never be had (closed Session, bad path).
 //
-// As with Mutex.Lock, nothing tells of a lost hold, so none is watched for.
+// As with Mutex.Lock, nothing tells of a lost hold, so none is watched for
+// (unless m is Revocable; see SemaphoreMutex.Revoked).
 func (m *SemaphoreMutex) Lock() {
 	if _, err := m.lock(context.Background(), true, false); err != nil {
 		panic("dsync: Lock: " + err.Error()) // err names the path
@@ -96,14 +101,18 @@ func (m *SemaphoreMutex) lock(ctx context.Context, wait, track bool) (context.Co
 // (and deletes the lease node if it still exists), and lets the next
 // goroutine of this process in. Like Mutex.Unlock it never waits on a slow
 // network. Unlock of an unlocked SemaphoreMutex panics.
-func (m *SemaphoreMutex) Unlock() {
+func (m *SemaphoreMutex) Unlock() { m.unlock(nil) }
+
+// unlock is Unlock; given held, only for the hold whose context it is.
+func (m *SemaphoreMutex) unlock(held context.Context) {
 	m.mu.Lock()
 	hd := m.hold
-	m.hold = nil
-	m.mu.Unlock()
-	if hd == nil {
+	if hd == nil || held != nil && hd.ctx != held {
+		m.mu.Unlock()
 		panic("dsync: unlock of unlocked mutex")
 	}
+	m.hold = nil
+	m.mu.Unlock()
 	released := hd.end()
 	hd.h.Settle(released)
 	m.gate.leave(released)

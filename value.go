@@ -373,19 +373,7 @@ func pauseOrDone(ctx context.Context, d time.Duration) bool {
 // The semaphore uses it (with the watch) to follow a shared maximum.
 func (v *Value[T]) read(ctx context.Context, h zkconn.Handle, watch bool) (Versioned[T], *zk.Stat, <-chan zk.Event, error) {
 	for {
-		var (
-			data []byte
-			st   *zk.Stat
-			w    <-chan zk.Event
-		)
-		err := h.Do(ctx, func(c *zk.Conn) (err error) {
-			if watch {
-				data, st, w, err = c.GetW(v.path)
-			} else {
-				data, st, err = c.Get(v.path)
-			}
-			return err
-		})
+		data, st, w, err := getNode(ctx, h, v.path, watch)
 		if errors.Is(err, zk.ErrNoNode) {
 			// ZooKeeper sets no watch on a missing node.
 			err = v.create(ctx, h, v.seed, h.Do)

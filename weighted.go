@@ -54,11 +54,14 @@ type Weighted struct {
 	lock   queue
 	leases queue
 	policy LossPolicy
-	max    int64              // fixed maximum, or 0 with count
-	count  *Count             // shared maximum, or nil
-	seen   watchedRead[int32] // count as last read, with its watch
-	err    error
-	gate   gate // one acquirer of this process at a time
+	// revocable: its leases are revocable holds (a SemaphoreMutex's; see
+	// Revocable, which a Weighted itself ignores).
+	revocable bool
+	max       int64              // fixed maximum, or 0 with count
+	count     *Count             // shared maximum, or nil
+	seen      watchedRead[int32] // count as last read, with its watch
+	err       error
+	gate      gate // one acquirer of this process at a time
 	// undoing holds the deletes of an acquisition's internal lock node and
 	// of the lease nodes it gave up; the gate's holder owns it and hands it
 	// on (see gate).
@@ -369,9 +372,10 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 // token). On failure no lease is left: the deletes go to w.undoing.
 func (w *Weighted) start(ctx context.Context, h zkconn.Handle, nodes []string, track bool) ([]*Lease, error) {
 	ls := make([]*Lease, 0, len(nodes))
+	cfg := holdConfig{policy: w.policy, track: track || w.revocable, revocable: w.revocable}
 	for i, p := range nodes {
 		e := entry{h: h, node: p}
-		if track {
+		if cfg.track {
 			var err error
 			if e.czxid, e.own, err = watchNode(ctx, h, p); err != nil {
 				for _, l := range ls {
@@ -383,7 +387,7 @@ func (w *Weighted) start(ctx context.Context, h zkconn.Handle, nodes []string, t
 				return nil, err
 			}
 		}
-		ls = append(ls, &Lease{hd: newHold(ctx, w, e, w.policy, track), data: w.leases.data, timeout: w.lock.sess.SessionTimeout()})
+		ls = append(ls, &Lease{hd: newHold(ctx, w, e, cfg), data: w.leases.data, timeout: w.lock.sess.SessionTimeout()})
 	}
 	return ls, nil
 }

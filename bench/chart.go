@@ -271,3 +271,9 @@ func abs(x int) int {
 	}
 	return x
 }
+
+// lighter returns c mixed half and half with white.
+func lighter(c color.RGBA) color.RGBA {
+	mix := func(v uint8) uint8 { return uint8((int(v) + 0xff) / 2) }
+	return color.RGBA{mix(c.R), mix(c.G), mix(c.B), c.A}
+}

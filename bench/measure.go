@@ -67,6 +67,24 @@ type result struct {
 	seconds  float64       // the window's wall time
 	p50, p99 time.Duration // acquire latency
 	reqs     counters      // requests the server received in the window
+	// read and write split ops, p50 and p99 between an RWMutex workload's
+	// read cycles and write cycles; zero for the other workloads.
+	read, write side
+}
+
+// A side is one kind of cycle of an RWMutex workload: its cycles in the
+// window and their acquire latency (0 without cycles).
+type side struct {
+	ops      int64
+	p50, p99 time.Duration
+}
+
+// sideOpsPerSec returns s's cycles per second of r's window.
+func (r result) sideOpsPerSec(s side) float64 {
+	if r.seconds <= 0 {
+		return 0
+	}
+	return float64(s.ops) / r.seconds
 }
 
 func (r result) opsPerSec() float64 {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -21,9 +22,10 @@ type runInfo struct {
 
 // report formats the results as Markdown: the main table (one row per
 // primitive and session count, dsync and each peer side by side, with the
-// ratio of dsync's ops/s to each peer's), then the requests per cycle split
-// into writes and reads, then how it was measured.
-func report(info runInfo, sessions []int, results []cell) string {
+// ratio of dsync's ops/s to each peer's), the RWMutex table (reads and
+// writes apart), then the requests per cycle split into writes and reads,
+// then how it was measured.
+func report(info runInfo, plan []planned, results []cell) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# dsync benchmark results\n\n")
 	fmt.Fprintf(&b, "`go run ./bench` (make bench), %s: %s, %d CPUs, ZooKeeper %s (standalone, loopback, fsync off),\n",
@@ -34,22 +36,52 @@ func report(info runInfo, sessions []int, results []cell) string {
 
 	fmt.Fprintf(&b, "## Throughput, acquire latency and ZooKeeper requests per cycle\n\n")
 	fmt.Fprintf(&b, "ops/s: cycles per second, all sessions together. p50, p99: acquire latency in ms. req: requests the server received per cycle. dsync/peer: ratio of ops/s (above 1: dsync is faster).\n\n")
-	table(&b, sessions, results, []string{"ops/s", "p50", "p99", "req"}, stats, true)
+	table(&b, plan, results, []string{"ops/s", "p50", "p99", "req"}, stats, true)
+	if hasRW(plan) {
+		fmt.Fprintf(&b, "\n## RWMutex: reads and writes\n\n")
+		b.WriteString(rwIntro + "\n\n")
+		rwTable(&b, plan, results)
+		b.WriteString(scaling(plan, results))
+	}
 
 	fmt.Fprintf(&b, "\n## Requests per cycle: writes + reads\n\n")
 	fmt.Fprintf(&b, "Writes: create, delete, multi (dsync's release is one multi) (mntr zk_cnt_updatelatency). Reads: getChildren, getData, exists, and pings (zk_cnt_readlatency).\n\n")
-	table(&b, sessions, results, []string{""}, split, false)
+	table(&b, plan, results, []string{""}, split, false)
 
 	b.WriteString(method)
 	fmt.Fprintf(&b, "  In this run that is at most %.3f requests per cycle in any dsync or zk.Lock cell.\n", pingBound(info, results))
 	return b.String()
 }
 
+// readmeTables formats what README.md shows between the bench markers: the
+// main table and the RWMutex table.
+func readmeTables(info runInfo, plan []planned, results []cell) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`make bench` of %s (%d CPUs; the whole report: [bench/results.md](bench/results.md)):\n\n", info.date, info.cpus)
+	table(&b, plan, results, []string{"ops/s", "p50", "p99", "req"}, stats, true)
+	if hasRW(plan) {
+		b.WriteString("\n" + rwIntro + "\n\n")
+		rwTable(&b, plan, results)
+		b.WriteString(scaling(plan, results))
+	}
+	return b.String()
+}
+
+const rwIntro = "RWMutex (Curator: InterProcessReadWriteLock): each cycle takes the read lock (RLock, RUnlock; Curator's " +
+	"readLock()) with the workload's probability, else the write lock (Lock, Unlock; writeLock()). ops/s: that kind's " +
+	"cycles per second; p50, p99: their acquire latency in ms; dsync/Curator: ratio of ops/s. The server's counters " +
+	"cannot tell a reader's requests from a writer's (every session does both), so requests per cycle (req) are over " +
+	"all cycles, in the main table."
+
+func hasRW(plan []planned) bool {
+	return slices.ContainsFunc(plan, func(p planned) bool { return p.rw })
+}
+
 // table writes one Markdown row per workload and session count: the cells
 // format makes of dsync's result and of each peer's (headed by cols, "—"
 // where a peer has no such workload), then, with ratios, dsync's ops/s over
 // each peer's.
-func table(b *strings.Builder, sessions []int, results []cell, cols []string, format func(result) string, ratios bool) {
+func table(b *strings.Builder, plan []planned, results []cell, cols []string, format func(result) string, ratios bool) {
 	heads := func(name string) string { // the first column names the implementation
 		h := append([]string{strings.TrimSpace(name + " " + cols[0])}, cols[1:]...)
 		return strings.Join(h, " | ")
@@ -69,8 +101,8 @@ func table(b *strings.Builder, sessions []int, results []cell, cols []string, fo
 		}
 	}
 	b.WriteString(rule + "\n")
-	for _, w := range workloads {
-		for _, n := range sessions {
+	for _, w := range plan {
+		for _, n := range w.sessions {
 			d, ok := find(results, w.key, n, "dsync")
 			if !ok {
 				continue
@@ -98,9 +130,84 @@ func table(b *strings.Builder, sessions []int, results []cell, cols []string, fo
 	}
 }
 
+// rwTable writes two rows per RWMutex workload and session count, reads
+// then writes: dsync's ops/s, p50 and p99 of that kind, Curator's, and the
+// ratio of their ops/s.
+func rwTable(b *strings.Builder, plan []planned, results []cell) {
+	b.WriteString("| RWMutex | sessions | cycles | dsync ops/s | p50 | p99 | Curator ops/s | p50 | p99 | dsync/Curator |\n")
+	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, w := range plan {
+		if !w.rw {
+			continue
+		}
+		for _, n := range w.sessions {
+			d, ok := find(results, w.key, n, "dsync")
+			if !ok {
+				continue
+			}
+			c, hasC := find(results, w.key, n, "Curator")
+			for _, k := range []struct {
+				name string
+				side func(result) side
+			}{
+				{"reads", func(r result) side { return r.read }},
+				{"writes", func(r result) side { return r.write }},
+			} {
+				fmt.Fprintf(b, "| %d %% reads | %d | %s | %s |", w.readPct, n, k.name, sideStats(d, k.side(d)))
+				if !hasC {
+					b.WriteString(" — | — | — | — |\n")
+					continue
+				}
+				fmt.Fprintf(b, " %s |", sideStats(c, k.side(c)))
+				if co := c.sideOpsPerSec(k.side(c)); co > 0 {
+					fmt.Fprintf(b, " %.2f× |\n", d.sideOpsPerSec(k.side(d))/co)
+				} else {
+					b.WriteString(" — |\n")
+				}
+			}
+		}
+	}
+}
+
+// scaling says, for each RWMutex workload measured on more than one session
+// count, how read cycles per second grew from the fewest sessions to the
+// most.
+func scaling(plan []planned, results []cell) string {
+	var b strings.Builder
+	for _, w := range plan {
+		if !w.rw || len(w.sessions) < 2 {
+			continue
+		}
+		lo, hi := slices.Min(w.sessions), slices.Max(w.sessions)
+		var parts []string
+		for _, name := range []string{"dsync", "Curator"} {
+			a, okA := find(results, w.key, lo, name)
+			z, okZ := find(results, w.key, hi, name)
+			if !okA || !okZ || a.sideOpsPerSec(a.read) <= 0 {
+				continue
+			}
+			ra, rz := a.sideOpsPerSec(a.read), z.sideOpsPerSec(z.read)
+			parts = append(parts, fmt.Sprintf("%s %.0f → %.0f (×%.2f)", name, ra, rz, rz/ra))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "\nReads per second at %d %% reads, %d → %d sessions: %s.\n", w.readPct, lo, hi, strings.Join(parts, "; "))
+		}
+	}
+	return b.String()
+}
+
 // stats formats ops/s, p50, p99 and requests per cycle as four cells.
 func stats(r result) string {
 	return fmt.Sprintf("%.0f | %.2f | %.2f | %.2f", r.opsPerSec(), ms(r.p50), ms(r.p99), r.perCycle(r.reqs.packets))
+}
+
+// sideStats formats a kind of cycle's ops/s, p50 and p99 as three cells
+// (no percentiles without cycles).
+func sideStats(r result, s side) string {
+	if s.ops == 0 {
+		return "0 | — | —"
+	}
+	return fmt.Sprintf("%.0f | %.2f | %.2f", r.sideOpsPerSec(s), ms(s.p50), ms(s.p99))
 }
 
 // split formats requests per cycle as writes + reads.
@@ -117,7 +224,9 @@ const method = `
   its own dsync primitive (dsync), a *zk.Conn with its own zk.NewLock (zk.Lock), a Curator client with its
   own recipe instance, one thread each, all in one JVM (Curator, internal/curator's "bench" command).
 - Each session runs acquire/release cycles back to back until the window ends, then finishes its cycle.
-  Latency is that of the acquire call (Lock, Acquire(ctx, 1); Curator's acquire()).
+  Latency is that of the acquire call (Lock, Acquire(ctx, 1), RLock; Curator's acquire()). An RWMutex
+  session draws each cycle's kind at random (read with the workload's probability), and runs one untimed
+  cycle of each kind first.
 - Requests: the delta of mntr's zk_packets_received over the window, less the mntr request itself. For dsync
   and zk.Lock, mntr is read right before and right after the window, after one untimed warm-up cycle per
   session. The Curator program reports only at its end, so its count covers the whole JVM run (connect,

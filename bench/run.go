@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,18 +29,29 @@ type env struct {
 
 // A contender is one simulated session's side of a Go workload: its own
 // ZooKeeper session and its own instance of the primitive.
+//
+// Most workloads have one kind of cycle (kind 0). An RWMutex workload has
+// two, read and write: pick chooses each cycle's kind.
 type contender struct {
-	acquire func(context.Context) error
-	release func() error
+	acquire func(ctx context.Context, kind int) error
+	release func(kind int) error
+	kinds   int        // kinds of cycle: 1, or 2 (read, write)
+	pick    func() int // the next cycle's kind; nil: always 0
 	close   func()
 }
+
+// The kinds of cycle of an RWMutex workload.
+const (
+	kindRead  = 0
+	kindWrite = 1
+)
 
 // runGo measures a workload in this process: sessions contenders, each
 // made by newContender(i) on its own ZooKeeper session, run acquire/release
 // cycles on their own goroutines for e.duration. Each first runs one untimed
-// cycle (creating the parents, warming its connection); the server's
-// counters are read right before and after the timed window, so nothing but
-// cycles (and pings: see counters) falls in it.
+// cycle of each kind (creating the parents, warming its connection); the
+// server's counters are read right before and after the timed window, so
+// nothing but cycles (and pings: see counters) falls in it.
 func runGo(ctx context.Context, e *env, sessions int, newContender func(i int) (contender, error)) (res result, err error) {
 	cs := make([]contender, 0, sessions)
 	defer func() {
@@ -54,8 +67,10 @@ func runGo(ctx context.Context, e *env, sessions int, newContender func(i int) (
 		cs = append(cs, c)
 	}
 	for _, c := range cs {
-		if err := cycle(ctx, c); err != nil {
-			return result{}, fmt.Errorf("warm-up cycle: %w", err)
+		for k := range max(1, c.kinds) {
+			if err := cycle(ctx, c, k); err != nil {
+				return result{}, fmt.Errorf("warm-up cycle: %w", err)
+			}
 		}
 	}
 
@@ -63,28 +78,34 @@ func runGo(ctx context.Context, e *env, sessions int, newContender func(i int) (
 	if err != nil {
 		return result{}, err
 	}
-	samples := make([][]time.Duration, sessions)
+	// samples[k][i] are session i's acquire latencies of kind k.
+	var samples [2][][]time.Duration
+	for k := range samples {
+		samples[k] = make([][]time.Duration, sessions)
+	}
 	errs := make([]error, sessions)
 	var wg sync.WaitGroup
 	start := time.Now()
 	deadline := start.Add(e.duration)
 	for i, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for time.Now().Before(deadline) {
+				k := 0
+				if c.pick != nil {
+					k = c.pick()
+				}
 				t0 := time.Now()
-				if err := c.acquire(ctx); err != nil {
+				if err := c.acquire(ctx, k); err != nil {
 					errs[i] = fmt.Errorf("acquire: %w", err)
 					return
 				}
-				samples[i] = append(samples[i], time.Since(t0))
-				if err := c.release(); err != nil {
+				samples[k][i] = append(samples[k][i], time.Since(t0))
+				if err := c.release(k); err != nil {
 					errs[i] = fmt.Errorf("release: %w", err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -95,20 +116,44 @@ func runGo(ctx context.Context, e *env, sessions int, newContender func(i int) (
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
-	for _, s := range samples {
+	all := slices.Concat(samples[kindRead], samples[kindWrite])
+	for _, s := range all {
 		res.ops += int64(len(s))
 	}
 	res.seconds = elapsed.Seconds()
-	res.p50, res.p99 = latencies(samples)
+	res.p50, res.p99 = latencies(all)
 	res.reqs = after.since(before)
+	if cs[0].kinds == 2 {
+		res.read, res.write = sideOf(samples[kindRead]), sideOf(samples[kindWrite])
+	}
 	return res, nil
 }
 
-func cycle(ctx context.Context, c contender) error {
-	if err := c.acquire(ctx); err != nil {
+// sideOf sums up one kind's latency samples.
+func sideOf(samples [][]time.Duration) side {
+	var s side
+	for _, l := range samples {
+		s.ops += int64(len(l))
+	}
+	s.p50, s.p99 = latencies(samples)
+	return s
+}
+
+func cycle(ctx context.Context, c contender, kind int) error {
+	if err := c.acquire(ctx, kind); err != nil {
 		return err
 	}
-	return c.release()
+	return c.release(kind)
+}
+
+// simple makes the contender of a workload with one kind of cycle.
+func simple(acquire func(context.Context) error, release func() error, close func()) contender {
+	return contender{
+		acquire: func(ctx context.Context, _ int) error { return acquire(ctx) },
+		release: func(int) error { return release() },
+		kinds:   1,
+		close:   close,
+	}
 }
 
 // dial opens a dsync Session of its own (one ZooKeeper session, one TCP
@@ -129,11 +174,10 @@ func dsyncMutex(ctx context.Context, e *env, path string, sessions int) (result,
 			return contender{}, err
 		}
 		m := dsync.NewMutex(s, path)
-		return contender{
-			acquire: func(context.Context) error { m.Lock(); return nil },
-			release: func() error { m.Unlock(); return nil },
-			close:   func() { s.Close() },
-		}, nil
+		return simple(
+			func(context.Context) error { m.Lock(); return nil },
+			func() error { m.Unlock(); return nil },
+			func() { s.Close() }), nil
 	})
 }
 
@@ -145,11 +189,10 @@ func dsyncSemaphoreMutex(ctx context.Context, e *env, path string, sessions int)
 			return contender{}, err
 		}
 		m := dsync.NewSemaphoreMutex(s, path)
-		return contender{
-			acquire: func(context.Context) error { m.Lock(); return nil },
-			release: func() error { m.Unlock(); return nil },
-			close:   func() { s.Close() },
-		}, nil
+		return simple(
+			func(context.Context) error { m.Lock(); return nil },
+			func() error { m.Unlock(); return nil },
+			func() { s.Close() }), nil
 	})
 }
 
@@ -163,13 +206,58 @@ func dsyncWeighted(max int64) runner {
 				return contender{}, err
 			}
 			w := dsync.NewWeighted(s, path, max)
+			return simple(
+				func(ctx context.Context) error { return w.Acquire(ctx, 1) },
+				func() error { w.Release(1); return nil },
+				func() { s.Close() }), nil
+		})
+	}
+}
+
+// dsyncRWMutex returns a runner of dsync's RWMutex with readPct % read
+// cycles: each cycle takes the read lock (RLock, then RUnlock) with
+// probability readPct/100, else the write lock (Lock, then Unlock), as the
+// Curator program's "bench rw" does.
+func dsyncRWMutex(readPct int) runner {
+	return func(ctx context.Context, e *env, path string, sessions int) (result, error) {
+		return runGo(ctx, e, sessions, func(int) (contender, error) {
+			s, err := e.dial(ctx)
+			if err != nil {
+				return contender{}, err
+			}
+			rw := dsync.NewRWMutex(s, path)
 			return contender{
-				acquire: func(ctx context.Context) error { return w.Acquire(ctx, 1) },
-				release: func() error { w.Release(1); return nil },
-				close:   func() { s.Close() },
+				acquire: func(_ context.Context, kind int) error {
+					if kind == kindRead {
+						rw.RLock()
+					} else {
+						rw.Lock()
+					}
+					return nil
+				},
+				release: func(kind int) error {
+					if kind == kindRead {
+						rw.RUnlock()
+					} else {
+						rw.Unlock()
+					}
+					return nil
+				},
+				kinds: 2,
+				pick:  func() int { return pickKind(rand.IntN(100), readPct) },
+				close: func() { s.Close() },
 			}, nil
 		})
 	}
+}
+
+// pickKind returns the kind of a cycle whose die shows roll (0–99) when
+// readPct % of cycles read.
+func pickKind(roll, readPct int) int {
+	if roll < readPct {
+		return kindRead
+	}
+	return kindWrite
 }
 
 // zkLock runs go-zookeeper's zk.Lock, one *zk.Conn per session.
@@ -181,11 +269,10 @@ func zkLock(ctx context.Context, e *env, path string, sessions int) (result, err
 			return contender{}, err
 		}
 		l := zk.NewLock(c, path, zk.WorldACL(zk.PermAll))
-		return contender{
-			acquire: func(context.Context) error { return l.Lock() },
-			release: func() error { return l.Unlock() },
-			close:   c.Close,
-		}, nil
+		return simple(
+			func(context.Context) error { return l.Lock() },
+			l.Unlock,
+			c.Close), nil
 	})
 }
 
@@ -204,13 +291,16 @@ func (quietZK) Printf(string, ...any) {}
 // seconds (connect, warm up, close, no timed cycle), and its requests are
 // subtracted. The warm-up cycles contend in both runs, so this is an
 // estimate, good to a few requests in thousands.
-func curatorRunner(kind string, max int) runner {
+//
+// extra are the command's arguments after SECONDS: MAX for sem, READPCT for
+// rw.
+func curatorRunner(kind string, extra ...string) runner {
 	return func(ctx context.Context, e *env, path string, sessions int) (result, error) {
-		overhead, _, err := runJava(ctx, e, kind, path, sessions, 0, max)
+		overhead, _, err := runJava(ctx, e, kind, path, sessions, 0, extra)
 		if err != nil {
 			return result{}, fmt.Errorf("calibration run: %w", err)
 		}
-		total, res, err := runJava(ctx, e, kind, path, sessions, e.duration, max)
+		total, res, err := runJava(ctx, e, kind, path, sessions, e.duration, extra)
 		if err != nil {
 			return result{}, err
 		}
@@ -219,15 +309,12 @@ func curatorRunner(kind string, max int) runner {
 	}
 }
 
-// runJava runs "bench KIND CONNECT PATH SESSIONS SECONDS [MAX]" and returns
-// the requests the server received during the whole run, and the program's
-// report.
-func runJava(ctx context.Context, e *env, kind, path string, sessions int, d time.Duration, max int) (counters, result, error) {
-	args := []string{"bench", kind, e.srv.Addr(), path, strconv.Itoa(sessions),
-		strconv.FormatFloat(d.Seconds(), 'f', -1, 64)}
-	if max > 0 {
-		args = append(args, strconv.Itoa(max))
-	}
+// runJava runs "bench KIND CONNECT PATH SESSIONS SECONDS EXTRA..." and
+// returns the requests the server received during the whole run, and the
+// program's report.
+func runJava(ctx context.Context, e *env, kind, path string, sessions int, d time.Duration, extra []string) (counters, result, error) {
+	args := append([]string{"bench", kind, e.srv.Addr(), path, strconv.Itoa(sessions),
+		strconv.FormatFloat(d.Seconds(), 'f', -1, 64)}, extra...)
 	before, err := readCounters(ctx, e.srv)
 	if err != nil {
 		return counters{}, result{}, err
@@ -249,28 +336,32 @@ func runJava(ctx context.Context, e *env, kind, path string, sessions int, d tim
 	return counters{}, result{}, fmt.Errorf("curator bench printed no report: %q", lines)
 }
 
-// parseJavaReport parses "ops=N seconds=S p50_us=P p99_us=Q".
+// parseJavaReport parses "ops=N seconds=S p50_us=P p99_us=Q", and the
+// fields "bench rw" adds: read_ops, read_p50_us, read_p99_us, write_ops,
+// write_p50_us, write_p99_us. It ignores other keys.
 func parseJavaReport(line string) (result, error) {
 	var r result
+	durations := map[string]*time.Duration{
+		"p50_us": &r.p50, "p99_us": &r.p99,
+		"read_p50_us": &r.read.p50, "read_p99_us": &r.read.p99,
+		"write_p50_us": &r.write.p50, "write_p99_us": &r.write.p99,
+	}
+	counts := map[string]*int64{"ops": &r.ops, "read_ops": &r.read.ops, "write_ops": &r.write.ops}
 	for _, f := range strings.Fields(line) {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
 			continue
 		}
 		var err error
-		switch k {
-		case "ops":
-			r.ops, err = strconv.ParseInt(v, 10, 64)
-		case "seconds":
-			r.seconds, err = strconv.ParseFloat(v, 64)
-		case "p50_us", "p99_us":
+		switch n, d := counts[k], durations[k]; {
+		case n != nil:
+			*n, err = strconv.ParseInt(v, 10, 64)
+		case d != nil:
 			var us int64
 			us, err = strconv.ParseInt(v, 10, 64)
-			if k == "p50_us" {
-				r.p50 = time.Duration(us) * time.Microsecond
-			} else {
-				r.p99 = time.Duration(us) * time.Microsecond
-			}
+			*d = time.Duration(us) * time.Microsecond
+		case k == "seconds":
+			r.seconds, err = strconv.ParseFloat(v, 64)
 		}
 		if err != nil {
 			return result{}, fmt.Errorf("curator bench report %q: %s: %w", line, k, err)

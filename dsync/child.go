@@ -29,12 +29,13 @@ const (
 // A child is CMD, run while the lock is held.
 type child struct {
 	cmd      *exec.Cmd
-	path     string        // the lock path, for messages
-	lost     lossAction    // -lost
-	exitLost int           // -exit-lost
-	grace    time.Duration // between SIGTERM and SIGKILL
-	timeout  time.Duration // the granted session timeout
-	stderr   io.Writer     // dsync's messages
+	path     string          // the lock path, for messages
+	lost     lossAction      // -lost
+	exitLost int             // -exit-lost
+	grace    time.Duration   // between SIGTERM and SIGKILL
+	timeout  time.Duration   // the granted session timeout
+	revoked  <-chan struct{} // closed when a revocation is requested (-revocable)
+	stderr   io.Writer       // dsync's messages
 }
 
 // newChild prepares argv to run with dsync's stdio (stdout and stderr as
@@ -52,7 +53,7 @@ func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
 	cmd.WaitDelay = time.Second
 	newProcessGroup(cmd)
 	return &child{cmd: cmd, path: s.path, lost: s.lost, exitLost: s.exitLost,
-		grace: g.grace, timeout: g.timeout, stderr: stderr}
+		grace: g.grace, timeout: g.timeout, revoked: g.revoked, stderr: stderr}
 }
 
 // run starts CMD and returns once no process of its group is left, while:
@@ -61,17 +62,26 @@ func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
 //     continue it (signals.go);
 //   - when held is done (the lock is lost), CMD's group gets SIGTERM (with
 //     -lost ignore: a warning only);
+//   - when a revocation is requested (-revocable), CMD's group gets
+//     SIGTERM, once and with no SIGKILL after it: CMD decides when to exit;
+//     a request made before CMD started keeps it from starting;
 //   - when ctx is done, the same happens without counting as a loss;
 //   - SIGKILL follows every SIGTERM of the group after the grace period,
 //     whatever the first process did meanwhile.
 //
 // It returns the exit status: CMD's (128+N for a death by signal N),
-// -exit-lost if the loss terminated CMD, or 126/127 if CMD could not be
-// started.
+// -exit-lost if the loss terminated CMD, 126/127 if CMD could not be
+// started, or 1 if a revocation was requested before it started.
 func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 	if held.Err() != nil && c.lost != lossIgnore {
 		fmt.Fprintf(c.stderr, "dsync: lock on %s lost before CMD started: %s\n", c.path, lossCause(held))
 		return c.exitLost
+	}
+	select {
+	case <-c.revoked:
+		fmt.Fprintf(c.stderr, "dsync: revocation of the lock on %s requested before CMD started: CMD not run\n", c.path)
+		return exitFail
+	default:
 	}
 	adoptOrphans()
 	waited, err := c.start()
@@ -85,6 +95,7 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 	var (
 		lostc       = held.Done()
 		donec       = ctx.Done()
+		revokedc    = c.revoked
 		killc       <-chan time.Time // the grace period is over
 		pollc       <-chan time.Time // CMD has exited: is its group gone?
 		warnc       <-chan time.Time // groupWait after the SIGKILL
@@ -184,6 +195,15 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 		case <-donec:
 			donec = nil
 			terminate("canceled")
+		case <-revokedc:
+			revokedc = nil
+			if terminating {
+				break // CMD's group is being ended anyway
+			}
+			// Not terminate: no SIGKILL follows (revocation is
+			// cooperative), and a loss later still sends its own.
+			fmt.Fprintf(c.stderr, "dsync: revocation of the lock on %s requested: SIGTERM to CMD's process group\n", c.path)
+			c.signal(syscall.SIGTERM)
 		case <-lostc:
 			why := fmt.Sprintf("lock on %s lost: %s", c.path, lossCause(held))
 			if !lose(why) {

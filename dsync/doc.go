@@ -9,6 +9,7 @@
 //	dsync lock [flags] PATH -- CMD [ARG...]
 //	dsync sem [flags] -max N [-n W] PATH -- CMD [ARG...]
 //	dsync ls [flags] PATH
+//	dsync revoke [flags] PATH
 //	dsync help [COMMAND]
 //
 // "dsync lock" waits for the mutex at PATH (Curator's InterProcessMutex),
@@ -17,7 +18,8 @@
 // (Curator's InterProcessSemaphoreV2), taken all at once. "dsync ls" lists
 // the holders and then the waiters of the mutex or semaphore at PATH, with
 // each node's data (host and pid for dsync, an IP address for Curator), its
-// ZooKeeper session and its age.
+// ZooKeeper session and its age. "dsync revoke" asks the holders of the lock
+// at PATH to release it (see Revocation below).
 //
 // Flags of lock and sem:
 //
@@ -30,8 +32,9 @@
 //	                    a quarter of the granted session timeout)
 //	-exit-lost N        exit status when -lost term ended CMD (default 3)
 //	-session-timeout D  ZooKeeper session timeout (default 10s)
+//	-revocable          (lock only) make the hold revocable: see Revocation
 //
-// "ls" takes -zk, -session-timeout, and -timeout (default 30s).
+// "ls" and "revoke" take -zk, -session-timeout, and -timeout (default 30s).
 //
 // CMD runs with dsync's standard input, output and error, in a process
 // group of its own, so that signals reach every process it starts; it is
@@ -78,11 +81,36 @@
 // without the lock: deliver signals to dsync, not to CMD. Whenever dsync
 // ends CMD or forwards a signal, a line on stderr says why.
 //
-// Exit status:
+// # Revocation
+//
+// "dsync lock -revocable" holds the mutex as Curator's makeRevocable does:
+// its node has empty data, and it watches the node for "__REVOKE__", which
+// "dsync revoke" and Curator's Revoker write. When a revocation is requested
+// while CMD runs, CMD's process group gets SIGTERM, once, with a line on
+// stderr; nothing else happens (no SIGKILL follows): CMD decides when to
+// exit, and dsync releases the lock as usual once the group is gone, with
+// CMD's exit status. A request made before CMD started (written into
+// dsync's node while it waited in line) keeps CMD from starting: dsync
+// releases the lock and exits 1.
+//
+// "dsync revoke PATH" writes the request: into the node of each holder of
+// the lock at PATH (a mutex's first node in line; for a semaphore, every
+// lease held, never a lease still waiting), or, if the last segment of PATH
+// is a node name (_c_<uuid>-..., as "dsync ls" shows it), into that one
+// node, holder or waiter. It asks only revocable nodes (empty data): it
+// never overwrites the data of a node that is not revocable. It prints
+// "asked NODE" on stdout for each node it asked. It exits 0 when it asked
+// every holder (at least one), and 1 when nobody holds PATH, the node does
+// not exist, a holder is not revocable (the others are still asked),
+// ZooKeeper failed or -timeout passed; 2 on bad usage.
+//
+// Exit status (lock and sem):
 //
 //	CMD's status  CMD ran; 128+N if CMD was killed by signal N
 //	1             the lock was not acquired: held (-try), timed out
-//	              (-timeout), or ZooKeeper failed; also ls failures
+//	              (-timeout), or ZooKeeper failed; with -revocable, a
+//	              revocation was requested before CMD started (it did not
+//	              run); also ls and revoke failures
 //	2             bad usage
 //	3             the lock was lost while CMD ran (-lost term); -exit-lost
 //	              sets another

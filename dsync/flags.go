@@ -15,7 +15,7 @@ import (
 
 // Exit statuses of dsync's own outcomes; otherwise dsync exits with CMD's.
 const (
-	exitFail     = 1   // lock not acquired (held, timed out, ZooKeeper failed), ls failed
+	exitFail     = 1   // lock not acquired (held, timed out, ZooKeeper failed), ls or revoke failed
 	exitUsage    = 2   // bad flags or arguments
 	exitLost     = 3   // the lock was lost while CMD ran and CMD was terminated
 	exitNoExec   = 126 // CMD was found but could not be run
@@ -29,7 +29,8 @@ const exitStatusHelp = `
 Exit status:
   CMD's status  CMD ran (128+N if it was killed by signal N)
   1             the lock was not acquired: held (-try), timed out (-timeout),
-                or ZooKeeper failed
+                or ZooKeeper failed; or, with -revocable, its revocation was
+                requested before CMD started (CMD did not run)
   2             bad usage
   3             the lock was lost while CMD ran (-lost term); CMD was terminated
                 (-exit-lost sets this status)
@@ -46,10 +47,11 @@ dsync runs a command while holding a lock in ZooKeeper, compatible with
 Apache Curator's InterProcessMutex and InterProcessSemaphoreV2.
 
 Commands:
-  lock  run a command while holding the mutex at a path
-  sem   run a command while holding leases of a semaphore at a path
-  ls    list the holders and waiters of a mutex or semaphore
-  help  print help for a command: dsync help <command>
+  lock    run a command while holding the mutex at a path
+  sem     run a command while holding leases of a semaphore at a path
+  ls      list the holders and waiters of a mutex or semaphore
+  revoke  ask the holders of a lock to release it (revocable holders only)
+  help    print help for a command: dsync help <command>
 
 Run "dsync <command> -h" for the flags of a command.
 ` + exitStatusHelp
@@ -72,6 +74,14 @@ session timeout, dsync takes the lock as lost and SIGKILLs the stopped
 group instead of continuing it. On Linux, if dsync dies without ending CMD
 (SIGKILL), the kernel SIGKILLs CMD's first process (Pdeathsig), not the
 rest of its group.
+
+With -revocable, the hold is revocable (Curator's makeRevocable): its node
+has empty data, and when "dsync revoke" (or Curator's Revoker) asks for the
+lock, CMD's process group gets SIGTERM, once, with a line on stderr. That
+is all: CMD decides when to exit, and the lock is released as usual once
+its group is gone; dsync exits with CMD's status. A request made before CMD
+started (while dsync waited in line) keeps CMD from starting: dsync releases
+the lock and exits 1.
 
 If the lock is lost while CMD runs (the connection to ZooKeeper drops, the
 session expires, the node is deleted), -lost term sends SIGTERM to the
@@ -104,6 +114,29 @@ lock), then the nodes queued at PATH/locks.
 Exits 0 (with a message) when nobody holds or waits.
 
 Flags:
+`
+
+const revokeUsage = `usage: dsync revoke [flags] PATH
+
+Ask the holders of a lock to release it, as Curator's Revoker does: write
+"__REVOKE__" into their nodes. PATH is a lock path (a mutex's, or a
+semaphore's: every lease held is asked, waiters never), or the path of one
+node (its last segment is a node name _c_<uuid>-..., as "dsync ls" shows
+it), which is asked whether it holds or waits. Only revocable holders
+("dsync lock -revocable", Curator's makeRevocable) act on a request, and
+only they are asked: a node that is not revocable (its data is not empty)
+is left as it is. Asking does not release anything: the holder decides.
+Each node asked is printed on stdout.
+
+Flags:
+`
+
+const revokeExitHelp = `
+Exit status:
+  0  every holder was asked (at least one)
+  1  not every holder was asked: nobody holds PATH, the node does not exist,
+     a holder is not revocable, ZooKeeper failed, or -timeout passed
+  2  bad usage
 `
 
 // A badUsage is bad flags or arguments, reported with the command's usage.
@@ -147,9 +180,13 @@ type settings struct {
 	exitLost       int
 	max            int64 // sem
 	n              int64 // sem
+	revocable      bool  // lock
 	path           string
 	argv           []string // CMD and its arguments (lock, sem)
 }
+
+// runsCMD reports whether the subcommand name runs a CMD while it holds.
+func runsCMD(name string) bool { return name == "lock" || name == "sem" }
 
 // newFlagSet returns the flag set of the subcommand name, bound to s. Its
 // usage text goes to out.
@@ -166,6 +203,8 @@ func newFlagSet(name string, s *settings, out io.Writer) *flag.FlagSet {
 	switch name {
 	case "ls":
 		fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "give up connecting and listing after `D`")
+	case "revoke":
+		fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "give up connecting and asking after `D`")
 	default:
 		fs.DurationVar(&s.timeout, "timeout", 0, "give up waiting for the lock after `D` (0: wait forever)")
 		fs.BoolVar(&s.try, "try", false, "do not wait: fail at once if the lock is held")
@@ -177,16 +216,22 @@ func newFlagSet(name string, s *settings, out io.Writer) *flag.FlagSet {
 		})
 		fs.IntVar(&s.exitLost, "exit-lost", exitLost, "exit status `N` when the lock is lost and CMD terminated (-lost term)")
 	}
+	if name == "lock" {
+		fs.BoolVar(&s.revocable, "revocable", false, "make the hold revocable: SIGTERM to CMD's group when \"dsync revoke\" asks for the lock")
+	}
 	if name == "sem" {
 		fs.Int64Var(&s.max, "max", 0, "number of leases of the semaphore (required, `N` > 0)")
 		fs.Int64Var(&s.n, "n", 1, "number of leases to hold, `W` (1 to N)")
 	}
 	fs.Usage = func() {
-		usage := map[string]string{"lock": lockUsage, "sem": semUsage, "ls": lsUsage}[name]
+		usage := map[string]string{"lock": lockUsage, "sem": semUsage, "ls": lsUsage, "revoke": revokeUsage}[name]
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
-		if name != "ls" {
+		switch {
+		case runsCMD(name):
 			fmt.Fprint(fs.Output(), exitStatusHelp)
+		case name == "revoke":
+			fmt.Fprint(fs.Output(), revokeExitHelp)
 		}
 	}
 	return fs
@@ -199,7 +244,7 @@ func parse(name string, args []string) (*settings, error) {
 	s := &settings{}
 	fs := newFlagSet(name, s, io.Discard)
 	head := args
-	if name != "ls" {
+	if runsCMD(name) {
 		i := slices.Index(args, "--")
 		if i >= 0 {
 			head, s.argv = args[:i], args[i+1:]
@@ -223,7 +268,7 @@ func parse(name string, args []string) (*settings, error) {
 	switch {
 	case len(positional) == 0:
 		return nil, usageError("missing PATH")
-	case len(positional) > 1 && name == "ls":
+	case len(positional) > 1 && !runsCMD(name):
 		return nil, usageError("unexpected argument %q", positional[1])
 	case len(positional) > 1:
 		return nil, usageError("unexpected argument %q (CMD goes after --)", positional[1])
@@ -232,7 +277,7 @@ func parse(name string, args []string) (*settings, error) {
 	if err := zkconn.ValidatePath(s.path); err != nil {
 		return nil, usageError("%v", err)
 	}
-	if name != "ls" {
+	if runsCMD(name) {
 		if s.argv == nil {
 			return nil, usageError("missing -- before CMD")
 		}
@@ -253,7 +298,7 @@ func parse(name string, args []string) (*settings, error) {
 	case s.exitLost < 0 || s.exitLost > 255:
 		return nil, usageError("-exit-lost must be between 0 and 255")
 	}
-	if name != "ls" {
+	if runsCMD(name) {
 		if _, err := graceFor(s, s.sessionTimeout); err != nil {
 			return nil, err
 		}

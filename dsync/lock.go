@@ -25,6 +25,7 @@ func (e errInterrupted) Error() string { return "interrupted by " + e.sig.String
 // A grant is what "lock" or "sem" acquired.
 type grant struct {
 	held    context.Context // canceled, with a cause, when the hold is lost
+	revoked <-chan struct{} // closed when a revocation is requested (-revocable), else nil
 	release func()          // releases the lock (after a loss too)
 	env     []string        // for CMD
 	timeout time.Duration   // the session timeout the server granted
@@ -155,7 +156,11 @@ func take(ctx context.Context, name string, s *settings, stderr io.Writer) (*zkc
 }
 
 func takeMutex(ctx context.Context, sess *zkconn.Session, s *settings) (*grant, error) {
-	m := dsync.NewMutex(sess, s.path)
+	var opts []dsync.Option
+	if s.revocable {
+		opts = append(opts, dsync.Revocable())
+	}
+	m := dsync.NewMutex(sess, s.path, opts...)
 	lock := m.LockContext
 	if s.try {
 		lock = m.TryLockContext
@@ -166,6 +171,7 @@ func takeMutex(ctx context.Context, sess *zkconn.Session, s *settings) (*grant, 
 	}
 	return &grant{
 		held:    held,
+		revoked: dsync.Revoked(held),
 		release: m.Unlock,
 		env:     []string{"DSYNC_PATH=" + s.path, "DSYNC_TOKEN=" + strconv.FormatInt(m.Token(), 10)},
 	}, nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -87,6 +88,9 @@ func list(ctx context.Context, s *settings, stderr io.Writer) ([]row, error) {
 	if slices.Contains(kids, "leases") || slices.Contains(kids, "locks") {
 		return listSemaphore(ctx, sess, s.path)
 	}
+	if slices.ContainsFunc(kids, isReadWrite) {
+		return listReadWrite(ctx, sess, s.path)
+	}
 	line, err := dsync.NewMutex(sess, s.path).Participants(ctx)
 	if err != nil {
 		return nil, err
@@ -97,6 +101,29 @@ func list(ctx context.Context, s *settings, stderr io.Writer) ([]row, error) {
 	}
 	if len(rows) > 0 {
 		rows[0].role = "holder"
+	}
+	return rows, nil
+}
+
+// isReadWrite reports whether a node is an RWMutex's (Curator's
+// InterProcessReadWriteLock layout).
+func isReadWrite(node string) bool {
+	return strings.Contains(node, "__READ__") || strings.Contains(node, "__WRIT__")
+}
+
+// listReadWrite lists a read/write lock in queue order: the holders (one
+// writer, or the readers ahead of every writer), then the waiters.
+func listReadWrite(ctx context.Context, sess *zkconn.Session, path string) ([]row, error) {
+	line, err := dsync.NewRWMutex(sess, path).Participants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]row, len(line))
+	for i, p := range line {
+		rows[i] = row{role: "holder", node: p.Node, p: p}
+		if p.Waiting {
+			rows[i].role = "waiter"
+		}
 	}
 	return rows, nil
 }

@@ -122,3 +122,38 @@ func TestLsNobody(t *testing.T) {
 		t.Fatalf("dsync ls on an empty path: exit %d, stdout %q; want 0 and %q", code, stdout, want)
 	}
 }
+
+// TestLsReadWrite lists a read/write lock: two Curator readers hold, a
+// Curator writer waits behind them, and a reader behind the writer waits.
+func TestLsReadWrite(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	obs := observer(t)
+	hold := func(kind string, n int) {
+		t.Helper()
+		h, err := java.Hold(ctx, kind, shared.Addr(), path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Kill)
+		awaitChildren(t, obs, path, n)
+	}
+	hold(curator.Read, 1)
+	hold(curator.Read, 2)
+	hold(curator.Write, 3)
+	hold(curator.Read, 4)
+	rows := lsRows(t, path)
+	var got []string
+	for _, r := range rows {
+		kind := "W"
+		if strings.Contains(r[1], "__READ__") {
+			kind = "R"
+		}
+		got = append(got, r[0]+" "+kind)
+	}
+	if want := "[holder R holder R waiter W waiter R]"; fmt.Sprint(got) != want {
+		t.Fatalf("dsync ls rows = %v; want %s", got, want)
+	}
+}

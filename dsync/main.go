@@ -37,10 +37,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 		return runLs(ctx, s, stdout, stderr)
+	case "revoke":
+		s, code, ok := parseOrUsage(name, rest, stdout, stderr)
+		if !ok {
+			return code
+		}
+		return runRevoke(ctx, s, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if name == "help" && len(rest) > 0 {
 			switch rest[0] {
-			case "lock", "sem", "ls":
+			case "lock", "sem", "ls", "revoke":
 				newFlagSet(rest[0], &settings{}, stdout).Usage()
 				return 0
 			}

@@ -40,6 +40,10 @@ func newUUID() string {
 	return string(out)
 }
 
+// ProtectedName returns a new node name of CreateProtected's form for a node
+// that is not sequential: _c_<a new UUID>-name.
+func ProtectedName(name string) string { return ProtectedPrefix + newUUID() + "-" + name }
+
 // kinLen is how much of a UUID nodes made together share (see
 // CreateProtectedKin): the first 48 bits, random; the rest of each UUID,
 // random too, keeps it unique for CreateProtected's recovery.
@@ -264,4 +268,80 @@ func (h Handle) CreateParents(ctx context.Context, p string) error {
 		return err
 	}
 	return fmt.Errorf("zkconn: create parent %s: %w", p, err)
+}
+
+// CreateTouching creates the EPHEMERAL node at path in h's session, with data
+// and the Session's ACL, and in the same transaction writes touchData into
+// the node at touch if its data version is still version: a getData watch on
+// touch fires before anyone can list path's node. It creates nothing if
+// touch does not exist (zk.ErrNoNode) or was written since (zk.ErrBadVersion),
+// or path exists (zk.ErrNodeExists).
+//
+// If the connection drops before the reply arrives, it looks the node up
+// after the reconnect: a node owned by h's session was created; none, and it
+// tries again. On success the node exists and ctx was not done when it was
+// created. On failure (ctx.Err(), or an error wrapping ErrSessionLost,
+// ErrClosed, ErrBadPath or go-zookeeper's error) no node is left behind: one
+// that may exist is deleted in the background (see Delete).
+func (h Handle) CreateTouching(ctx context.Context, path string, data []byte, touch string, touchData []byte, version int32) error {
+	if err := ValidatePath(path); err != nil {
+		return err
+	}
+	for {
+		link, err := h.ready(ctx)
+		if err != nil {
+			return err
+		}
+		err = h.callOr(ctx, func(c *zk.Conn) error {
+			_, err := c.Multi(
+				&zk.CreateRequest{Path: path, Data: data, Acl: h.s.cfg.acl, Flags: zk.FlagEphemeral},
+				&zk.SetDataRequest{Path: touch, Data: touchData, Version: version})
+			return err
+		}, func(err error) {
+			if err == nil || transient(err) {
+				h.Delete(path)
+			}
+		})
+		switch {
+		case err == nil:
+			if err := ctx.Err(); err != nil {
+				h.Delete(path)
+				return err
+			}
+			return nil
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return err // abandoned: the request's goroutine cleans up
+		case !transient(err):
+			if err := h.sessionError(err); errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
+				return err
+			}
+			return fmt.Errorf("zkconn: create %s: %w", path, err)
+		}
+		select {
+		case <-link:
+		case <-ctx.Done():
+		case <-h.gen.lost:
+		}
+		var st *zk.Stat
+		var there bool
+		err = h.Do(ctx, func(c *zk.Conn) (err error) {
+			there, st, err = c.Exists(path)
+			return err
+		})
+		switch {
+		case err != nil:
+			if h.Err() == nil {
+				h.Delete(path)
+			}
+			return err
+		case there && st.EphemeralOwner == h.ID():
+			if err := ctx.Err(); err != nil {
+				h.Delete(path)
+				return err
+			}
+			return nil
+		case there:
+			return fmt.Errorf("zkconn: create %s: %w", path, zk.ErrNodeExists)
+		}
+	}
 }

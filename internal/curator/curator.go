@@ -8,34 +8,71 @@
 // Each run is one JVM, one Curator client per session. Its protocol:
 //
 //	hold KIND CONNECT PATH [MAX]
-//	    KIND is mutex (InterProcessMutex), semmutex (InterProcessSemaphoreMutex)
-//	    or sem (InterProcessSemaphoreV2 with MAX leases, taking 1 lease; MAX is
+//	    KIND is mutex (InterProcessMutex), semmutex (InterProcessSemaphoreMutex),
+//	    sem (InterProcessSemaphoreV2 with MAX leases, taking 1 lease; MAX is
 //	    an integer, default 1, or the absolute path of a SharedCount holding
-//	    it). Prints "waiting" once this session has a node queued in ZooKeeper
-//	    (or already holds the lock), then "acquired NODE" when held (NODE is the
-//	    full path of the lock node, or of the lease node for sem and semmutex),
-//	    waits for a line or EOF on stdin, releases and prints "released".
+//	    it), read or write (InterProcessReadWriteLock(client, PATH).readLock()
+//	    or .writeLock()), or multi (InterProcessMultiLock of one
+//	    InterProcessMutex per path; PATH is a comma-separated list of paths,
+//	    acquired in that order and released in reverse, as Curator does).
+//	    MAX is ignored but by sem. Prints "waiting" once this session has a
+//	    node queued in ZooKeeper (under any of multi's paths), or already holds
+//	    the lock, then "acquired NODE" when held (NODE is the full path of the
+//	    lock node; of the lease node for sem and semmutex; for multi, the lock
+//	    nodes of all paths, in PATH's order, joined with ","), waits for a line
+//	    or EOF on stdin, releases and prints "released".
 //	    A line before the lock is held abandons the wait (the node is
 //	    deleted) and prints "canceled"; EOF before the lock is held means
 //	    release as soon as acquired (so "hold" under Run prints waiting,
 //	    acquired, released).
+//	hold-revocable KIND CONNECT PATH
+//	    Like hold, for KIND mutex, read or write only, but the lock is made
+//	    revocable (makeRevocable(listener)) before it is acquired, so its node
+//	    carries empty data and Curator watches it. Once the lock is held and
+//	    the listener has been called (someone wrote __REVOKE__ into the node:
+//	    see revoke; a request made while still waiting counts too), prints
+//	    "revoked", releases, prints "released" and exits 0: waiting,
+//	    acquired NODE, revoked, released. A line or EOF on stdin works as for
+//	    hold.
+//	revoke CONNECT NODEPATH
+//	    Revoker.attemptRevoke(client, NODEPATH): writes __REVOKE__ into the
+//	    node (nothing if it does not exist); prints "ok". It does not wait for
+//	    the holder to let go.
 //	loop KIND CONNECT PATH ITER LOGFILE [MAX]
 //	    ITER times: acquire, append "enter java-PID\n" to LOGFILE, sleep
 //	    0–2 ms, append "exit java-PID\n", release. Each line is one write(2)
 //	    on an O_APPEND file. Prints "done ITER".
 //	participants KIND CONNECT PATH [MAX]
-//	    mutex: InterProcessMutex.getParticipantNodes(), full paths in Curator's
-//	    order (holder first); sem, semmutex: InterProcessSemaphoreV2's
+//	    One node a line, then "end". mutex: InterProcessMutex.getParticipantNodes(),
+//	    full paths in Curator's order (holder first); read, write: that
+//	    side's getParticipantNodes(), which in Curator keeps only the nodes of
+//	    its own side (__READ__ or __WRIT__), full paths in the lock's order;
+//	    rw: the whole read/write queue, readers and writers, full paths in
+//	    the lock's order (LockInternals.getParticipantNodes sorted as the
+//	    read/write driver sorts); multi: each path's mutex participants, path
+//	    after path; sem, semmutex: InterProcessSemaphoreV2's
 //	    getParticipantNodes() (bare lease node names, in ZooKeeper's
-//	    getChildren order; none when PATH/leases is missing). Then "end".
+//	    getChildren order; none when PATH/leases is missing).
 //	count-get CONNECT PATH        prints the SharedCount's value (seed 0)
 //	count-set CONNECT PATH VALUE  SharedCount.setCount(VALUE); prints "ok"
 //	    Both create PATH (persistent, 4 zero bytes) and its missing parents
 //	    (containers) when PATH does not exist.
 //	bench KIND CONNECT PATH SESSIONS SECONDS [MAX]
 //	    SESSIONS threads with a client each contend for SECONDS after a
-//	    warm-up cycle each; prints
-//	    "ops=N seconds=S p50_us=P p99_us=Q" (acquire latency, microseconds).
+//	    warm-up cycle each; prints one line
+//	    "ops=N seconds=S p50_us=P p99_us=Q" (N cycles in S seconds of wall
+//	    time, acquire latency percentiles in microseconds).
+//	bench rw CONNECT PATH SESSIONS SECONDS READPCT
+//	    The same over InterProcessReadWriteLock, one per client: each cycle
+//	    takes the read lock with probability READPCT% (an integer 0–100),
+//	    else the write lock; the warm-up takes each once. Prints one line,
+//	    the bench line with six more fields:
+//	    "ops=N seconds=S p50_us=P p99_us=Q read_ops=R read_p50_us=RP
+//	    read_p99_us=RQ write_ops=W write_p50_us=WP write_p99_us=WQ"
+//	    (on one line, single spaces): N = R+W and P, Q are over all cycles;
+//	    the read_ and write_ fields cover that kind's cycles only (percentiles
+//	    are 0 when a kind has no cycles). A parser of the plain bench line
+//	    that ignores unknown keys reads it unchanged.
 //
 // Protocol lines go to stdout; errors go to stderr with exit status 1. The
 // session timeout is $INTEROP_SESSION_MS milliseconds (default 10000).
@@ -88,6 +125,12 @@ const (
 	Mutex          = "mutex"    // InterProcessMutex
 	SemaphoreMutex = "semmutex" // InterProcessSemaphoreMutex
 	Semaphore      = "sem"      // InterProcessSemaphoreV2, one lease per hold
+	Read           = "read"     // InterProcessReadWriteLock's readLock()
+	Write          = "write"    // InterProcessReadWriteLock's writeLock()
+	Multi          = "multi"    // InterProcessMultiLock of InterProcessMutexes; PATH lists the paths, comma-separated
+	// ReadWrite is for "participants" (the whole read/write queue) and
+	// "bench" (a mix of reads and writes) only.
+	ReadWrite = "rw"
 )
 
 // Tool runs the compiled Java program. Build makes one; it is safe for
@@ -199,16 +242,19 @@ func lines(s string) []string {
 // ended without doing what was asked.
 var ErrExited = errors.New("curator: interop process exited")
 
-// Holder is a running "hold" process: one Curator client that queues for a
-// lock, holds it, and releases it on request. Every Holder must be ended by
-// Release or Kill (or by canceling the context given to Hold); until then a
-// goroutine reads its output.
+// Holder is a running "hold" or "hold-revocable" process: one Curator client
+// that queues for a lock, holds it, and releases it on request (or, if
+// revocable, when revoked). Every Holder must be ended by Release or Kill (or
+// by canceling the context given to Hold); until then a goroutine reads its
+// output.
 type Holder struct {
+	kind     string
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
 	stderr   *syncbuf.Buffer
 	waiting  chan struct{}
 	acquired chan struct{}
+	revoked  chan struct{}
 	released chan struct{} // closed on "released" or "canceled"
 	done     chan struct{} // closed after the process exited and was reaped
 
@@ -230,12 +276,43 @@ func (t *Tool) Hold(ctx context.Context, kind, connect, path string, max int) (*
 	if max > 0 {
 		args = append(args, strconv.Itoa(max))
 	}
+	return t.hold(ctx, kind, args)
+}
+
+// HoldRevocable is Hold for "hold-revocable kind connect path": kind is
+// Mutex, Read or Write, made revocable before it is acquired. Once it holds
+// the lock and Curator called its revocation listener (see Revoke), the
+// process closes Revoked, releases the lock and exits with status 0; Release
+// then returns nil.
+func (t *Tool) HoldRevocable(ctx context.Context, kind, connect, path string) (*Holder, error) {
+	return t.hold(ctx, kind, []string{"hold-revocable", kind, connect, path})
+}
+
+// Revoke runs "revoke connect node": Curator's Revoker.attemptRevoke writes
+// __REVOKE__ into node (nothing happens if node does not exist). It returns
+// once the write is done, not once the holder let go: wait on the holder's
+// Revoked or Done for that.
+func (t *Tool) Revoke(ctx context.Context, connect, node string) error {
+	out, err := t.Run(ctx, "revoke", connect, node)
+	if err != nil {
+		return err
+	}
+	if len(out) != 1 || out[0] != "ok" {
+		return fmt.Errorf("curator: revoke printed %q, want ok", out)
+	}
+	return nil
+}
+
+// hold starts the hold command args of kind and waits for "waiting".
+func (t *Tool) hold(ctx context.Context, kind string, args []string) (*Holder, error) {
 	cmd := t.Command(ctx, args...)
 	h := &Holder{
+		kind:     kind,
 		cmd:      cmd,
 		stderr:   &syncbuf.Buffer{},
 		waiting:  make(chan struct{}),
 		acquired: make(chan struct{}),
+		revoked:  make(chan struct{}),
 		released: make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -259,7 +336,7 @@ func (t *Tool) Hold(ctx context.Context, kind, connect, path string, max int) (*
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("curator: hold: %w", err)
 		}
-		return nil, h.exitError("hold did not print waiting")
+		return nil, h.exitError(args[0] + " did not print waiting")
 	}
 }
 
@@ -277,6 +354,8 @@ func (h *Holder) read(stdout io.Reader) {
 			h.mu.Unlock()
 			closeOnce(h.waiting)
 			closeOnce(h.acquired)
+		case line == "revoked":
+			closeOnce(h.revoked)
 		case line == "released":
 			closeOnce(h.released)
 		case line == "canceled":
@@ -320,16 +399,39 @@ func (h *Holder) exitError(what string) error {
 // "acquired": Curator reports the lock held.
 func (h *Holder) Acquired() <-chan struct{} { return h.acquired }
 
+// Revoked returns a channel that is closed once the process printed
+// "revoked": a HoldRevocable holder holds the lock and Curator called its
+// revocation listener; the process is releasing the lock and exiting (Done
+// closes once it has). It is never closed for a Holder made by Hold. The
+// Holder owns the channel.
+func (h *Holder) Revoked() <-chan struct{} { return h.revoked }
+
 // Done returns a channel that is closed once the process has exited.
 func (h *Holder) Done() <-chan struct{} { return h.done }
 
 // Node returns the node printed with "acquired": the full path of the lock
-// node for a mutex, of the lease node for sem and semmutex. It is empty until
-// then.
+// node for mutex, read and write, of the lease node for sem and semmutex, and
+// for multi the lock nodes of all its paths, in order, joined with ",". It is
+// empty until then.
 func (h *Holder) Node() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.node
+}
+
+// Nodes returns Node as a list: for kind Multi, one lock node per path, in
+// the order of the paths given to Hold; for the other kinds, Node alone. It is
+// nil until the lock is held.
+func (h *Holder) Nodes() []string {
+	n := h.Node()
+	switch {
+	case n == "":
+		return nil
+	case h.kind == Multi:
+		return strings.Split(n, ",")
+	default:
+		return []string{n}
+	}
 }
 
 // Pid returns the process id of the JVM.

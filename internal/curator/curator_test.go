@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -514,4 +515,285 @@ func TestSemaphoreMutexHandoff(t *testing.T) {
 	if err := h2.Release(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+var (
+	readName  = regexp.MustCompile(`^_c_` + uuid + `-__READ__[0-9]{10}$`)
+	writeName = regexp.MustCompile(`^_c_` + uuid + `-__WRIT__[0-9]{10}$`)
+)
+
+// holdRevocable starts a revocable Holder that is killed at the end of t
+// unless it ended before.
+func holdRevocable(t testing.TB, ctx context.Context, kind, addr, path string) *Holder {
+	t.Helper()
+	h, err := tool.HoldRevocable(ctx, kind, addr, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Kill)
+	return h
+}
+
+func waitRevoked(t testing.TB, h *Holder) {
+	t.Helper()
+	select {
+	case <-h.Revoked():
+	case <-h.Done():
+		t.Fatalf("hold exited without printing revoked: %v", h.Release())
+	case <-time.After(60 * time.Second):
+		t.Fatal("hold was not revoked within 60s")
+	}
+}
+
+// participants runs "participants kind addr path" and returns the nodes it
+// printed before "end".
+func participants(t testing.TB, ctx context.Context, kind, addr, path string) []string {
+	t.Helper()
+	out, err := tool.Run(ctx, "participants", kind, addr, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 || out[len(out)-1] != "end" {
+		t.Fatalf("participants %s printed %q, want nodes then end", kind, out)
+	}
+	return out[:len(out)-1]
+}
+
+func checkNode(t testing.TB, node, dir string, name *regexp.Regexp) {
+	t.Helper()
+	if d, n := filepath.Split(node); d != dir+"/" || !name.MatchString(n) {
+		t.Fatalf("node %q, want a child of %s matching %s", node, dir, name)
+	}
+}
+
+// TestReadersShare checks that two Curator read locks are held at once, and
+// what participants prints for each side and for the whole queue.
+func TestReadersShare(t *testing.T) {
+	t.Parallel()
+	addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+
+	r1 := hold(t, ctx, Read, addr, path, 0)
+	r2 := hold(t, ctx, Read, addr, path, 0)
+	waitAcquired(t, r1)
+	waitAcquired(t, r2)
+	for _, r := range []*Holder{r1, r2} {
+		checkNode(t, r.Node(), path, readName)
+		if got := r.Nodes(); len(got) != 1 || got[0] != r.Node() {
+			t.Fatalf("Nodes() = %q, want [%s]", got, r.Node())
+		}
+	}
+	// Both hold: either may have queued first, so compare as sets.
+	want := []string{r1.Node(), r2.Node()}
+	slices.Sort(want)
+	for _, kind := range []string{Read, ReadWrite} {
+		got := participants(t, ctx, kind, addr, path)
+		if slices.Sort(got); !slices.Equal(got, want) {
+			t.Errorf("participants %s = %q, want %q", kind, got, want)
+		}
+	}
+	if got := participants(t, ctx, Write, addr, path); len(got) != 0 {
+		t.Errorf("participants write = %q, want none", got)
+	}
+	if err := r1.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWriterWaitsForReader checks that a write lock queues behind a held read
+// lock and gets it on its release, and that a reader that queued behind the
+// writer waits for the writer.
+func TestWriterWaitsForReader(t *testing.T) {
+	t.Parallel()
+	addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+
+	r1 := hold(t, ctx, Read, addr, path, 0)
+	waitAcquired(t, r1)
+	w := hold(t, ctx, Write, addr, path, 0) // returns once its node is queued
+	r2 := hold(t, ctx, Read, addr, path, 0)
+
+	queue := participants(t, ctx, ReadWrite, addr, path)
+	if len(queue) != 3 || queue[0] != r1.Node() {
+		t.Fatalf("participants rw = %q, want [%s <writer> <reader>]", queue, r1.Node())
+	}
+	checkNode(t, queue[1], path, writeName)
+	checkNode(t, queue[2], path, readName)
+	if got := participants(t, ctx, Write, addr, path); !slices.Equal(got, queue[1:2]) {
+		t.Errorf("participants write = %q, want %q", got, queue[1:2])
+	}
+	if got, want := participants(t, ctx, Read, addr, path), []string{queue[0], queue[2]}; !slices.Equal(got, want) {
+		t.Errorf("participants read = %q, want %q", got, want)
+	}
+	if isAcquired(w) {
+		t.Fatal("writer acquired while a reader holds the lock")
+	}
+	if isAcquired(r2) {
+		t.Fatal("reader queued behind a writer acquired")
+	}
+
+	if err := r1.Release(); err != nil {
+		t.Fatal(err)
+	}
+	waitAcquired(t, w)
+	if w.Node() != queue[1] {
+		t.Errorf("writer's node %q, want %q", w.Node(), queue[1])
+	}
+	if isAcquired(r2) {
+		t.Fatal("reader acquired while the writer holds the lock")
+	}
+	if err := w.Release(); err != nil {
+		t.Fatal(err)
+	}
+	waitAcquired(t, r2)
+	if r2.Node() != queue[2] {
+		t.Errorf("second reader's node %q, want %q", r2.Node(), queue[2])
+	}
+	if err := r2.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRevocable revokes a revocable Curator hold through the revoke command
+// (Revoker.attemptRevoke): the holder lets go and exits, and the waiter
+// behind it gets the lock.
+func TestRevocable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind, waiter string
+		name         *regexp.Regexp
+	}{
+		{Mutex, Mutex, lockName},
+		{Read, Write, readName},
+		{Write, Read, writeName},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
+			addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+			c := dialZK(t, addr)
+
+			h := holdRevocable(t, ctx, tc.kind, addr, path)
+			waitAcquired(t, h)
+			checkNode(t, h.Node(), path, tc.name)
+			// A revocable lock's node carries empty data.
+			data, _, err := c.Get(h.Node())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(data) != 0 {
+				t.Fatalf("revocable lock node data %q, want empty", data)
+			}
+			waiter := hold(t, ctx, tc.waiter, addr, path, 0)
+			if isAcquired(waiter) {
+				t.Fatalf("%s waiter acquired while a %s holds the lock", tc.waiter, tc.kind)
+			}
+
+			if err := tool.Revoke(ctx, addr, h.Node()); err != nil {
+				t.Fatal(err)
+			}
+			waitRevoked(t, h)
+			waitAcquired(t, waiter)
+			<-h.Done()
+			if err := h.Release(); err != nil {
+				t.Fatalf("revoked holder: %v", err)
+			}
+			if ok, _, err := c.Exists(h.Node()); err != nil || ok {
+				t.Fatalf("revoked holder's node exists: %v, %v", ok, err)
+			}
+			if err := waiter.Release(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRevokeMissingNode checks that revoking a node that does not exist is a
+// no-op, as Revoker.attemptRevoke is.
+func TestRevokeMissingNode(t *testing.T) {
+	t.Parallel()
+	addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+	if err := tool.Revoke(ctx, addr, path+"/_c_none-lock-0000000000"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMulti checks that InterProcessMultiLock takes its paths' mutexes in the
+// given order and holds a node under each.
+func TestMulti(t *testing.T) {
+	t.Parallel()
+	addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+	c := dialZK(t, addr)
+	a, b := path+"/a", path+"/b"
+	paths := a + "," + b
+
+	blocker := hold(t, ctx, Mutex, addr, b, 0)
+	waitAcquired(t, blocker)
+	m := hold(t, ctx, Multi, addr, paths, 0)
+	// The multi lock queues under b only once it holds a.
+	zktest.AwaitChildren(t, c, b, 2)
+	if kids, _, err := c.Children(a); err != nil || len(kids) != 1 || !lockName.MatchString(kids[0]) {
+		t.Fatalf("children of %s = %q (%v), want the multi lock's node", a, kids, err)
+	}
+	if isAcquired(m) {
+		t.Fatal("multi lock acquired while another process holds one of its paths")
+	}
+
+	if err := blocker.Release(); err != nil {
+		t.Fatal(err)
+	}
+	waitAcquired(t, m)
+	nodes := m.Nodes()
+	if len(nodes) != 2 {
+		t.Fatalf("multi nodes = %q (Node %q), want one per path", nodes, m.Node())
+	}
+	checkNode(t, nodes[0], a, lockName)
+	checkNode(t, nodes[1], b, lockName)
+	if got := participants(t, ctx, Multi, addr, paths); !slices.Equal(got, nodes) {
+		t.Errorf("participants multi = %q, want %q", got, nodes)
+	}
+	if err := m.Release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{a, b} {
+		kids, _, err := c.Children(p)
+		if err != nil && err != zk.ErrNoNode {
+			t.Fatal(err)
+		}
+		if len(kids) != 0 {
+			t.Fatalf("children of %s after release = %q", p, kids)
+		}
+	}
+}
+
+func TestBenchReadWrite(t *testing.T) {
+	t.Parallel()
+	addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+	out, err := tool.Run(ctx, "bench", ReadWrite, addr, path, "2", "1", "50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`^ops=([0-9]+) seconds=([0-9.]+) p50_us=([0-9]+) p99_us=([0-9]+)` +
+		` read_ops=([0-9]+) read_p50_us=([0-9]+) read_p99_us=([0-9]+)` +
+		` write_ops=([0-9]+) write_p50_us=([0-9]+) write_p99_us=([0-9]+)$`)
+	if len(out) != 1 || !re.MatchString(out[0]) {
+		t.Fatalf("bench rw printed %q", out)
+	}
+	m := re.FindStringSubmatch(out[0])
+	n := make([]int, len(m))
+	for i := 1; i < len(m); i++ {
+		if i == 2 {
+			continue
+		}
+		n[i], _ = strconv.Atoi(m[i])
+	}
+	secs, _ := strconv.ParseFloat(m[2], 64)
+	ops, p50, p99 := n[1], n[3], n[4]
+	reads, rp50, rp99 := n[5], n[6], n[7]
+	writes, wp50, wp99 := n[8], n[9], n[10]
+	// With half of some hundreds of cycles each way, neither kind is missing.
+	if secs < 1 || ops != reads+writes || reads < 1 || writes < 1 || p50 > p99 || rp50 > rp99 || wp50 > wp99 {
+		t.Fatalf("implausible bench rw line %q", out[0])
+	}
+	t.Log(out[0])
 }

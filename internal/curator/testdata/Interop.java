@@ -4,15 +4,19 @@
 // for the command protocol. Protocol lines go to stdout, one per line, flushed
 // at once; errors go to stderr with exit code 1.
 //
-// Commands (KIND is mutex, semmutex or sem; MAX is the lease count of sem,
-// either an integer or the absolute path of a SharedCount holding it):
+// Commands (KIND is mutex, semmutex, sem, read, write or multi; MAX is the
+// lease count of sem, either an integer or the absolute path of a SharedCount
+// holding it; PATH of multi is a comma-separated list of paths):
 //
 //	hold KIND CONNECT PATH [MAX]
+//	hold-revocable KIND CONNECT PATH     (KIND mutex, read or write)
+//	revoke CONNECT NODEPATH
 //	loop KIND CONNECT PATH ITER LOGFILE [MAX]
-//	participants KIND CONNECT PATH [MAX]
+//	participants KIND CONNECT PATH [MAX] (KIND also rw: the whole read/write queue)
 //	count-get CONNECT PATH
 //	count-set CONNECT PATH VALUE
 //	bench KIND CONNECT PATH SESSIONS SECONDS [MAX]
+//	bench rw CONNECT PATH SESSIONS SECONDS READPCT
 
 import java.io.BufferedReader;
 import java.io.FileOutputStream;
@@ -32,10 +36,16 @@ import java.util.concurrent.locks.LockSupport;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessLock;
+import org.apache.curator.framework.recipes.locks.InterProcessMultiLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.LockInternals;
+import org.apache.curator.framework.recipes.locks.Revoker;
+import org.apache.curator.framework.recipes.locks.StandardLockInternalsDriver;
 import org.apache.curator.framework.recipes.shared.SharedCount;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.curator.utils.ZKPaths;
@@ -78,14 +88,26 @@ public final class Interop {
 
     static void run(String[] args) throws Exception {
         if (args.length < 1) {
-            throw new UsageException("usage: Interop hold|loop|participants|count-get|count-set|bench ...");
+            throw new UsageException(
+                    "usage: Interop hold|hold-revocable|revoke|loop|participants|count-get|count-set|bench ...");
         }
         String cmd = args[0];
         String[] rest = Arrays.copyOfRange(args, 1, args.length);
         switch (cmd) {
             case "hold":
                 need(rest, 3, 4, "hold KIND CONNECT PATH [MAX]");
-                hold(rest[0], rest[1], rest[2], opt(rest, 3));
+                hold(rest[0], rest[1], rest[2], opt(rest, 3), false);
+                break;
+            case "hold-revocable":
+                need(rest, 3, 3, "hold-revocable KIND CONNECT PATH");
+                if (!REVOCABLE.contains(rest[0])) {
+                    throw new UsageException("KIND " + rest[0] + " is not revocable (want mutex, read or write)");
+                }
+                hold(rest[0], rest[1], rest[2], null, true);
+                break;
+            case "revoke":
+                need(rest, 2, 2, "revoke CONNECT NODEPATH");
+                revoke(rest[0], rest[1]);
                 break;
             case "loop":
                 need(rest, 5, 6, "loop KIND CONNECT PATH ITER LOGFILE [MAX]");
@@ -104,7 +126,7 @@ public final class Interop {
                 countSet(rest[0], rest[1], Integer.parseInt(rest[2]));
                 break;
             case "bench":
-                need(rest, 5, 6, "bench KIND CONNECT PATH SESSIONS SECONDS [MAX]");
+                need(rest, 5, 6, "bench KIND CONNECT PATH SESSIONS SECONDS [MAX|READPCT]");
                 bench(rest[0], rest[1], rest[2], Integer.parseInt(rest[3]), Double.parseDouble(rest[4]), opt(rest, 5));
                 break;
             default:
@@ -168,18 +190,100 @@ public final class Interop {
 
     // ---- locks ------------------------------------------------------------
 
+    /** A Curator lock that can tell the node of the hold of the calling thread. */
+    interface HasNode {
+        /** Full path of the node held by the calling thread, or null. */
+        String node();
+    }
+
     /** Exposes the node of the lock held by the calling thread. */
-    static final class NodeMutex extends InterProcessMutex {
+    static final class NodeMutex extends InterProcessMutex implements HasNode {
         NodeMutex(CuratorFramework client, String path) {
             super(client, path);
         }
 
-        String node() {
+        public String node() {
             return getLockPath();
         }
     }
 
-    /** One of the three Curator lock kinds, acquired and released by one thread. */
+    /** InterProcessReadWriteLock's write side, exposing its node. */
+    static final class NodeWriteLock extends InterProcessReadWriteLock.WriteLock implements HasNode {
+        NodeWriteLock(CuratorFramework client, String path) {
+            super(client, path, null);
+        }
+
+        public String node() {
+            return getLockPath();
+        }
+    }
+
+    /** InterProcessReadWriteLock's read side, exposing its node. */
+    static final class NodeReadLock extends InterProcessReadWriteLock.ReadLock implements HasNode {
+        NodeReadLock(CuratorFramework client, String path, InterProcessReadWriteLock.WriteLock writeLock) {
+            super(client, path, null, writeLock);
+        }
+
+        public String node() {
+            return getLockPath();
+        }
+    }
+
+    /**
+     * InterProcessReadWriteLock(client, path), built from the same two sides
+     * its public constructor builds (a WriteLock, and a ReadLock that knows
+     * it, with the client's default node data), through its protected
+     * constructor, so that the sides can tell their nodes.
+     */
+    static final class NodeReadWriteLock extends InterProcessReadWriteLock {
+        private final NodeWriteLock write;
+        private final NodeReadLock read;
+
+        NodeReadWriteLock(CuratorFramework client, String path) {
+            this(client, path, new NodeWriteLock(client, path));
+        }
+
+        private NodeReadWriteLock(CuratorFramework client, String path, NodeWriteLock w) {
+            this(w, new NodeReadLock(client, path, w));
+        }
+
+        private NodeReadWriteLock(NodeWriteLock w, NodeReadLock r) {
+            super(w, r);
+            write = w;
+            read = r;
+        }
+
+        @Override
+        public NodeReadLock readLock() {
+            return read;
+        }
+
+        @Override
+        public NodeWriteLock writeLock() {
+            return write;
+        }
+    }
+
+    /**
+     * The whole queue of the read/write lock at path, readers and writers, as
+     * full paths in the lock's order (the sequence after __READ__ or __WRIT__,
+     * as Curator's read/write driver sorts). Curator's own
+     * readLock().getParticipantNodes() and writeLock().getParticipantNodes()
+     * keep only the nodes of their own kind.
+     */
+    static Collection<String> readWriteQueue(CuratorFramework client, String path) throws Exception {
+        return LockInternals.getParticipantNodes(client, path, READ_NAME, (name, lockName) ->
+                StandardLockInternalsDriver.standardFixForSorting(
+                        StandardLockInternalsDriver.standardFixForSorting(name, READ_NAME), WRITE_NAME));
+    }
+
+    /** Kinds that hold-revocable takes. */
+    static final List<String> REVOCABLE = List.of("mutex", "read", "write");
+
+    static final String READ_NAME = "__READ__";
+    static final String WRITE_NAME = "__WRIT__";
+
+    /** One of the Curator lock kinds, acquired and released by one thread. */
     interface Lock {
         void acquire() throws Exception;
 
@@ -194,17 +298,48 @@ public final class Interop {
         Collection<String> participants() throws Exception;
     }
 
-    static Lock newLock(CuratorFramework client, String kind, String path, String max) throws Exception {
+    /**
+     * Returns a Lock of kind over path. If onRevoke is not null, the lock is
+     * made revocable (kinds mutex, read and write only) and onRevoke runs, on
+     * a Curator thread, whenever Curator calls the revocation listener.
+     */
+    static Lock newLock(CuratorFramework client, String kind, String path, String max, Runnable onRevoke)
+            throws Exception {
+        if (onRevoke != null && !REVOCABLE.contains(kind)) {
+            throw new UsageException("KIND " + kind + " is not revocable (want mutex, read or write)");
+        }
         switch (kind) {
-            case "mutex": {
-                NodeMutex m = new NodeMutex(client, path);
+            case "mutex":
+                return mutexLock(new NodeMutex(client, path), path, onRevoke);
+            case "read":
+                return mutexLock(new NodeReadWriteLock(client, path).readLock(), path, onRevoke);
+            case "write":
+                return mutexLock(new NodeReadWriteLock(client, path).writeLock(), path, onRevoke);
+            case "multi": {
+                String[] paths = path.split(",", -1);
+                List<NodeMutex> mutexes = new ArrayList<>();
+                for (String p : paths) {
+                    if (p.isEmpty()) {
+                        throw new UsageException("multi PATH " + path + " has an empty path");
+                    }
+                    mutexes.add(new NodeMutex(client, p));
+                }
+                InterProcessMultiLock m = new InterProcessMultiLock(new ArrayList<InterProcessLock>(mutexes));
                 return new Lock() {
                     public void acquire() throws Exception {
                         m.acquire();
                     }
 
                     public String node() {
-                        return m.node();
+                        List<String> nodes = new ArrayList<>();
+                        for (NodeMutex x : mutexes) {
+                            String n = x.node();
+                            if (n == null) {
+                                return null;
+                            }
+                            nodes.add(n);
+                        }
+                        return String.join(",", nodes);
                     }
 
                     public void release() throws Exception {
@@ -212,11 +347,15 @@ public final class Interop {
                     }
 
                     public String[] queueDirs() {
-                        return new String[] {path};
+                        return paths;
                     }
 
                     public Collection<String> participants() throws Exception {
-                        return m.getParticipantNodes();
+                        List<String> all = new ArrayList<>();
+                        for (NodeMutex x : mutexes) {
+                            all.addAll(x.getParticipantNodes());
+                        }
+                        return all;
                     }
                 };
             }
@@ -282,9 +421,44 @@ public final class Interop {
                     }
                 };
             }
+            case "rw":
+                throw new UsageException("KIND rw is only for participants and bench");
             default:
-                throw new UsageException("unknown KIND " + kind + " (want mutex, semmutex or sem)");
+                throw new UsageException(
+                        "unknown KIND " + kind + " (want mutex, semmutex, sem, read, write or multi)");
         }
+    }
+
+    /**
+     * A Lock over an InterProcessMutex (or a side of a read/write lock, which
+     * is one): participants are its getParticipantNodes(), which for a side of
+     * a read/write lock keeps only the nodes of that side.
+     */
+    static <M extends InterProcessMutex & HasNode> Lock mutexLock(M m, String path, Runnable onRevoke) {
+        if (onRevoke != null) {
+            m.makeRevocable(x -> onRevoke.run());
+        }
+        return new Lock() {
+            public void acquire() throws Exception {
+                m.acquire();
+            }
+
+            public String node() {
+                return m.node();
+            }
+
+            public void release() throws Exception {
+                m.release();
+            }
+
+            public String[] queueDirs() {
+                return new String[] {path};
+            }
+
+            public Collection<String> participants() throws Exception {
+                return m.getParticipantNodes();
+            }
+        };
     }
 
     /** getParticipantNodes, with a missing PATH/leases read as no leases. */
@@ -305,16 +479,33 @@ public final class Interop {
      * before the lock is acquired abandons the wait (Curator deletes the
      * node; closing the session removes it in any case) and prints "canceled";
      * EOF before the lock is acquired releases it as soon as it is acquired.
+     *
+     * hold-revocable (revocable true) makes the lock revocable before
+     * acquiring it. Once it is held and Curator has called the revocation
+     * listener (at any time since the node was created), it prints "revoked",
+     * releases, prints "released" and returns, as if stdin had asked.
      */
-    static void hold(String kind, String connect, String path, String max) throws Exception {
+    static void hold(String kind, String connect, String path, String max, boolean revocable) throws Exception {
         CuratorFramework client = connect(connect);
         try {
-            Lock lock = newLock(client, kind, path, max);
+            // wake counts down when stdin has a line or EOF, or when a
+            // revocation is requested: either ends a hold.
+            CountDownLatch wake = new CountDownLatch(1);
+            AtomicBoolean revoked = new AtomicBoolean(false);
+            Runnable onRevoke = null;
+            if (revocable) {
+                // Curator calls the listener on its event thread; the lock
+                // must be released by the thread that acquired it.
+                onRevoke = () -> {
+                    revoked.set(true);
+                    wake.countDown();
+                };
+            }
+            Lock lock = newLock(client, kind, path, max, onRevoke);
             Thread main = Thread.currentThread();
             Object mu = new Object();
             boolean[] acquired = {false};
             boolean[] cancel = {false};
-            CountDownLatch stdinDone = new CountDownLatch(1);
             AtomicBoolean waitingSaid = new AtomicBoolean(false);
 
             Thread stdin = new Thread(() -> {
@@ -331,7 +522,7 @@ public final class Interop {
                         main.interrupt();
                     }
                 }
-                stdinDone.countDown();
+                wake.countDown();
             }, "interop-stdin");
             stdin.setDaemon(true);
             stdin.start();
@@ -392,7 +583,10 @@ public final class Interop {
             String node = lock.node();
             say(node == null ? "acquired" : "acquired " + node);
             if (!canceled) {
-                stdinDone.await();
+                wake.await();
+                if (revoked.get()) {
+                    say("revoked");
+                }
             }
             lock.release();
             say("released");
@@ -407,6 +601,19 @@ public final class Interop {
         }
     }
 
+    // ---- revoke -----------------------------------------------------------
+
+    /** revoke: Revoker.attemptRevoke(client, node) (a no-op if node is gone), then prints "ok". */
+    static void revoke(String connect, String node) throws Exception {
+        CuratorFramework client = connect(connect);
+        try {
+            Revoker.attemptRevoke(client, node);
+            say("ok");
+        } finally {
+            client.close();
+        }
+    }
+
     // ---- loop -------------------------------------------------------------
 
     static void loop(String kind, String connect, String path, int iter, String logfile, String max)
@@ -418,7 +625,7 @@ public final class Interop {
         // FileOutputStream in append mode opens with O_APPEND; each write of a
         // short array is one write(2), so lines of several processes interleave whole.
         try (FileOutputStream log = new FileOutputStream(logfile, true)) {
-            Lock lock = newLock(client, kind, path, max);
+            Lock lock = newLock(client, kind, path, max, null);
             for (int i = 0; i < iter; i++) {
                 lock.acquire();
                 try {
@@ -440,8 +647,10 @@ public final class Interop {
     static void participants(String kind, String connect, String path, String max) throws Exception {
         CuratorFramework client = connect(connect);
         try {
-            Lock lock = newLock(client, kind, path, max);
-            for (String p : lock.participants()) {
+            Collection<String> nodes = kind.equals("rw")
+                    ? readWriteQueue(client, path)
+                    : newLock(client, kind, path, max, null).participants();
+            for (String p : nodes) {
                 say(p);
             }
             say("end");
@@ -487,39 +696,75 @@ public final class Interop {
         }
     }
 
+    /**
+     * bench: SESSIONS threads, each with a client of its own, run acquire and
+     * release cycles for SECONDS after one untimed warm-up cycle each, and one
+     * line reports them: "ops=N seconds=S p50_us=P p99_us=Q", acquire latency
+     * in microseconds. For KIND rw, max is READPCT: each cycle takes the read
+     * lock with probability READPCT% and the write lock otherwise (one
+     * InterProcessReadWriteLock per client; the warm-up takes both), and the
+     * line goes on with " read_ops=R read_p50_us=P read_p99_us=Q write_ops=W
+     * write_p50_us=P write_p99_us=Q"; ops is R+W and its percentiles are over
+     * both.
+     */
     static void bench(String kind, String connect, String path, int sessions, double seconds, String max)
             throws Exception {
         if (sessions < 1) {
             throw new UsageException("SESSIONS must be at least 1");
         }
+        boolean rw = kind.equals("rw");
+        int readPct = 0;
+        if (rw) {
+            if (max == null) {
+                throw new UsageException("usage: Interop bench rw CONNECT PATH SESSIONS SECONDS READPCT");
+            }
+            readPct = Integer.parseInt(max);
+            if (readPct < 0 || readPct > 100) {
+                throw new UsageException("READPCT must be within 0..100");
+            }
+        }
+        final int readShare = readPct;
         CountDownLatch ready = new CountDownLatch(sessions);
         CountDownLatch go = new CountDownLatch(1);
         long[] deadline = new long[1];
-        Samples[] samples = new Samples[sessions];
+        // samples[i][0] are the cycles of session i (its reads for rw);
+        // samples[i][1] its writes for rw.
+        Samples[][] samples = new Samples[sessions][];
         Throwable[] errs = new Throwable[sessions];
         List<Thread> threads = new ArrayList<>();
         for (int i = 0; i < sessions; i++) {
             final int idx = i;
-            samples[i] = new Samples();
+            samples[i] = new Samples[] {new Samples(), new Samples()};
             Thread t = new Thread(() -> {
                 CuratorFramework client = null;
                 boolean arrived = false;
                 try {
                     client = connect(connect);
-                    Lock lock = newLock(client, kind, path, max);
-                    lock.acquire(); // warm-up: creates parents, loads classes
-                    lock.release();
+                    Lock[] locks;
+                    if (rw) {
+                        NodeReadWriteLock l = new NodeReadWriteLock(client, path);
+                        locks = new Lock[] {mutexLock(l.readLock(), path, null), mutexLock(l.writeLock(), path, null)};
+                    } else {
+                        locks = new Lock[] {newLock(client, kind, path, max, null)};
+                    }
+                    for (Lock lock : locks) { // warm-up: creates parents, loads classes
+                        lock.acquire();
+                        lock.release();
+                    }
                     arrived = true;
                     ready.countDown();
                     go.await();
-                    Samples s = samples[idx];
+                    Samples[] s = samples[idx];
+                    ThreadLocalRandom rnd = ThreadLocalRandom.current();
                     long end = deadline[0];
                     while (System.nanoTime() - end < 0) {
+                        int c = !rw || rnd.nextInt(100) < readShare ? 0 : 1;
+                        Lock lock = locks[c];
                         long t0 = System.nanoTime();
                         lock.acquire();
                         long t1 = System.nanoTime();
                         lock.release();
-                        s.add((t1 - t0) / 1000);
+                        s[c].add((t1 - t0) / 1000);
                     }
                 } catch (Throwable e) {
                     errs[idx] = e;
@@ -554,19 +799,37 @@ public final class Interop {
                 throw new RuntimeException(t);
             }
         }
+        long[] reads = merge(samples, 0);
+        long[] writes = merge(samples, 1);
+        long[] all = new long[reads.length + writes.length];
+        System.arraycopy(reads, 0, all, 0, reads.length);
+        System.arraycopy(writes, 0, all, reads.length, writes.length);
+        Arrays.sort(all);
+        String line = String.format(java.util.Locale.ROOT, "ops=%d seconds=%.3f p50_us=%d p99_us=%d",
+                all.length, wall / 1e9, pct(all, 0.50), pct(all, 0.99));
+        if (rw) {
+            line += String.format(java.util.Locale.ROOT,
+                    " read_ops=%d read_p50_us=%d read_p99_us=%d write_ops=%d write_p50_us=%d write_p99_us=%d",
+                    reads.length, pct(reads, 0.50), pct(reads, 0.99),
+                    writes.length, pct(writes, 0.50), pct(writes, 0.99));
+        }
+        say(line);
+    }
+
+    /** Returns the sorted samples of class c of all sessions. */
+    static long[] merge(Samples[][] samples, int c) {
         int total = 0;
-        for (Samples s : samples) {
-            total += s.n;
+        for (Samples[] s : samples) {
+            total += s[c].n;
         }
         long[] all = new long[total];
         int k = 0;
-        for (Samples s : samples) {
-            System.arraycopy(s.us, 0, all, k, s.n);
-            k += s.n;
+        for (Samples[] s : samples) {
+            System.arraycopy(s[c].us, 0, all, k, s[c].n);
+            k += s[c].n;
         }
         Arrays.sort(all);
-        say(String.format(java.util.Locale.ROOT, "ops=%d seconds=%.3f p50_us=%d p99_us=%d",
-                total, wall / 1e9, pct(all, 0.50), pct(all, 0.99)));
+        return all;
     }
 
     static long pct(long[] sorted, double q) {

@@ -1,0 +1,378 @@
+package dsync
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/go-zookeeper/zk"
+)
+
+// ErrUpgrade is returned by RWMutex.LockContext given the context of a read
+// hold: a reader that waits for the write lock waits for itself.
+var ErrUpgrade = errors.New("dsync: read lock cannot be upgraded to write lock")
+
+// An RWMutex is a reader/writer mutual exclusion lock shared by every process
+// that uses the same ZooKeeper path: Curator's InterProcessReadWriteLock, in
+// Go. Any number of readers, or one writer, hold it at a time, across
+// processes and within one. Java processes using InterProcessReadWriteLock on
+// the same path share it.
+//
+// Readers and writers queue in one line of nodes under the path, in order of
+// arrival: _c_<uuid>-__READ__<sequence> and _c_<uuid>-__WRIT__<sequence>. A
+// writer holds when its node is first; a reader when no writer's node is
+// ahead of its own. So a reader that comes after a waiting writer waits
+// behind it, and writers do not starve, as with sync.RWMutex.
+//
+// Within a process, goroutines share read holds like sync.RWMutex's readers
+// (each RLock queues a node of its own) and take the write lock one at a time.
+// The write side is re-entrant through its hold context as Mutex is; a read
+// hold through its own. A holder of the write lock may take the read lock, by
+// passing its hold context to RLockContext (a downgrade): the read node takes
+// the write node's place in line, so that after Unlock of the write lock no
+// writer that queued meanwhile gets in before that read hold ends. A read
+// hold never turns into a write hold: LockContext with its context returns
+// ErrUpgrade. Lock called by a goroutine that holds the read lock deadlocks,
+// as with sync.RWMutex.
+//
+// Holds are lost as Mutex holds are (see LossPolicy): it is NOT safe to assume
+// a lock is held until it is released; watch the hold contexts.
+//
+// An RWMutex must be made with NewRWMutex and must not be copied after first
+// use.
+type RWMutex struct {
+	w *Mutex // the write side, on writers' nodes
+	r queue  // the readers' nodes
+
+	mu    sync.Mutex
+	reads []*hold // read holds, newest last
+}
+
+// NewRWMutex returns an RWMutex on the lock path path. Nothing is sent to
+// ZooKeeper until it is used. A nil sess or a bad path is reported by every
+// call (see ErrNilSession, ErrBadPath); the panicking calls panic with it.
+func NewRWMutex(sess *zkconn.Session, path string, opts ...Option) *RWMutex {
+	w := NewMutex(sess, path, opts...)
+	w.q.marker, w.q.rw = writeMarker, true
+	r := w.q
+	r.marker = readMarker
+	return &RWMutex{w: w, r: r}
+}
+
+// Lock locks rw for writing, blocking until no one else holds it; see
+// Mutex.Lock for what it cannot report.
+func (rw *RWMutex) Lock() { rw.w.Lock() }
+
+// TryLock tries to lock rw for writing without waiting for other holders, and
+// reports whether it did (see Mutex.TryLock).
+func (rw *RWMutex) TryLock() bool { return rw.w.TryLock() }
+
+// LockContext locks rw for writing, blocking until it is held or ctx is
+// done, and returns the hold context, as Mutex.LockContext does (re-entering
+// given the context of the current write hold). Given the context of a read
+// hold of rw instead, it returns ErrUpgrade at once.
+func (rw *RWMutex) LockContext(ctx context.Context) (context.Context, error) {
+	if err := rw.upgrade(ctx); err != nil {
+		return nil, err
+	}
+	return rw.w.LockContext(ctx)
+}
+
+// TryLockContext locks rw for writing if no one holds it, without waiting,
+// as Mutex.TryLockContext does (ErrWouldBlock if held, ErrUpgrade given the
+// context of a read hold).
+func (rw *RWMutex) TryLockContext(ctx context.Context) (context.Context, error) {
+	if err := rw.upgrade(ctx); err != nil {
+		return nil, err
+	}
+	return rw.w.TryLockContext(ctx)
+}
+
+// upgrade returns ErrUpgrade if ctx carries a live read hold of rw and not
+// also rw's current write hold (a downgrade's read hold carries the write
+// hold it came from, which may have ended).
+func (rw *RWMutex) upgrade(ctx context.Context) error {
+	hd, r := ctx.Value(holdKey{rw}).(*hold)
+	if !r || hd.ctx.Err() != nil {
+		return nil
+	}
+	wh, w := ctx.Value(holdKey{rw.w}).(*hold)
+	rw.w.mu.Lock()
+	current := w && rw.w.hold == wh
+	rw.w.mu.Unlock()
+	if current && wh.ctx.Err() == nil {
+		return nil
+	}
+	return ErrUpgrade
+}
+
+// Unlock releases one level of the write hold, as Mutex.Unlock does (a
+// downgrade's read hold stays). Unlock of an RWMutex not locked for writing
+// panics.
+func (rw *RWMutex) Unlock() { rw.w.Unlock() }
+
+// RLock locks rw for reading, blocking until no writer holds it or waits
+// ahead. Like Lock it cannot fail: it panics only if the lock can never be
+// had. It does not watch for loss; use RLockContext for that.
+func (rw *RWMutex) RLock() {
+	if _, err := rw.rlock(context.Background(), true, false); err != nil {
+		panic("dsync: RLock: " + err.Error())
+	}
+}
+
+// TryRLock tries to lock rw for reading without waiting, and reports whether
+// it did. It talks to ZooKeeper (bounded by the session timeout), and
+// reports false if that fails.
+func (rw *RWMutex) TryRLock() bool {
+	if rw.w.err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rw.r.sess.SessionTimeout())
+	defer cancel()
+	_, err := rw.rlock(ctx, false, false)
+	return err == nil
+}
+
+// RLockContext locks rw for reading, blocking until it is held or ctx is
+// done. On success it returns the read hold's context, which is canceled when
+// that hold ends (by RUnlock, with cause context.Canceled, or by loss, with a
+// cause wrapping ErrLockLost). On failure it returns ctx.Err() or the error
+// that stopped it, and leaves nothing behind. A ctx already done fails before
+// anything is sent.
+//
+// Given the context of a live read hold of rw, it re-enters that hold (one
+// more RUnlock ends it). Given the context of the current write hold, it
+// downgrades: it takes a read hold at once, in the write node's place (see
+// RWMutex).
+func (rw *RWMutex) RLockContext(ctx context.Context) (context.Context, error) {
+	if rw.w.err != nil {
+		return nil, rw.w.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if hd, ok := ctx.Value(holdKey{rw}).(*hold); ok {
+		rw.mu.Lock()
+		defer rw.mu.Unlock()
+		if hd.ctx.Err() != nil || !slices.Contains(rw.reads, hd) {
+			return nil, context.Cause(hd.ctx)
+		}
+		hd.count++
+		return hd.ctx, nil
+	}
+	if wh, ok := ctx.Value(holdKey{rw.w}).(*hold); ok {
+		return rw.downgrade(ctx, wh)
+	}
+	return rw.rlock(ctx, true, true)
+}
+
+// TryRLockContext locks rw for reading if no writer holds it or waits, without
+// waiting, and returns the hold context as RLockContext does; ErrWouldBlock
+// if a writer is ahead. ctx bounds the requests to ZooKeeper.
+func (rw *RWMutex) TryRLockContext(ctx context.Context) (context.Context, error) {
+	return rw.rlock(ctx, false, true)
+}
+
+// rlock queues a reader's node (waiting for the writers ahead if wait is set)
+// and starts a read hold, watched for loss if track is set.
+func (rw *RWMutex) rlock(ctx context.Context, wait, track bool) (context.Context, error) {
+	if rw.w.err != nil {
+		return nil, rw.w.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var undoing []<-chan struct{} // readers pass no gate: deletes go on alone
+	track = track || rw.w.revocable
+	for {
+		e, err := rw.r.acquire(ctx, wait, track, &undoing)
+		if err != nil {
+			return nil, err
+		}
+		hd := newHold(ctx, rw, e, holdConfig{policy: rw.w.policy, track: track, revocable: rw.w.revocable})
+		if hd.ctx.Err() == nil {
+			rw.keep(hd)
+			return hd.ctx, nil
+		}
+		hd.end() // lost before it was handed out: take it again
+	}
+}
+
+func (rw *RWMutex) keep(hd *hold) {
+	rw.mu.Lock()
+	rw.reads = append(rw.reads, hd)
+	rw.mu.Unlock()
+}
+
+// downgrade starts a read hold for wh, the current write hold: a plain
+// ephemeral read node, of a new name that carries the write node's sequence
+// number so that it sorts right after it (see order), made in one
+// transaction with a write to the write node that makes every waiter
+// watching it list again (see queue). Its token is the write hold's: it
+// goes on with that hold, and writers queued meanwhile (with larger ones)
+// come after it.
+func (rw *RWMutex) downgrade(ctx context.Context, wh *hold) (context.Context, error) {
+	rw.w.mu.Lock()
+	current := rw.w.hold == wh
+	rw.w.mu.Unlock()
+	if !current || wh.ctx.Err() != nil {
+		return nil, context.Cause(wh.ctx)
+	}
+	seq := wh.node[strings.LastIndex(wh.node, writeMarker)+len(writeMarker):]
+	node := rw.r.path + "/" + zkconn.ProtectedName(readMarker+seq)
+	for {
+		// The write node's data goes back as it is, so that a revocation
+		// request written into it stays there.
+		data, st, _, err := readNode(ctx, wh.h, wh.node, false)
+		if err == nil {
+			err = wh.h.CreateTouching(ctx, node, rw.r.data, wh.node, data, st.Version)
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, zk.ErrBadVersion) {
+			return nil, withPath(rw.r.path, err)
+		}
+	}
+	e := entry{h: wh.h, node: node}
+	var err error
+	if _, e.own, err = watchNode(ctx, e.h, node); err != nil {
+		e.remove()
+		return nil, withPath(rw.r.path, err)
+	}
+	e.czxid = wh.fencingToken(rw.r.sess.SessionTimeout())
+	hd := newHold(ctx, rw, e, holdConfig{policy: rw.w.policy, track: true, revocable: rw.w.revocable})
+	if hd.ctx.Err() != nil {
+		// Born lost (the connection dropped, or ctx ended as it read the
+		// node): give it back.
+		hd.end()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, context.Cause(hd.ctx)
+	}
+	rw.keep(hd)
+	return hd.ctx, nil
+}
+
+// RUnlock ends one read hold of rw in this process: the one taken last, as
+// read holds are interchangeable (one more level of it, if it was
+// re-entered). The read node is deleted without waiting on a slow network
+// (see Mutex.Unlock). RUnlock without a read hold panics.
+func (rw *RWMutex) RUnlock() { rw.runlock(nil) }
+
+// runlock is RUnlock, for held's read hold if held is not nil.
+func (rw *RWMutex) runlock(held context.Context) {
+	rw.mu.Lock()
+	i := len(rw.reads) - 1
+	if held != nil {
+		i = slices.IndexFunc(rw.reads, func(hd *hold) bool { return hd.ctx == held })
+	}
+	if i < 0 {
+		rw.mu.Unlock()
+		panic("dsync: RUnlock of unlocked RWMutex")
+	}
+	hd := rw.reads[i]
+	if hd.count--; hd.count > 0 {
+		rw.mu.Unlock()
+		return
+	}
+	rw.reads = slices.Delete(rw.reads, i, i+1)
+	hd.cancel(context.Canceled)
+	rw.mu.Unlock()
+	hd.h.Settle(hd.end())
+}
+
+// An RWMutex is a MultiLock member by its write side, and its RLocker by its
+// read side.
+
+func (rw *RWMutex) lockTarget() (*zkconn.Session, string, error) { return rw.w.lockTarget() }
+
+func (rw *RWMutex) lock(ctx context.Context, wait, track bool) (context.Context, error) {
+	return rw.w.lock(ctx, wait, track)
+}
+
+func (rw *RWMutex) unlock(held context.Context) { rw.w.unlock(held) }
+
+func (r *rlocker) lockTarget() (*zkconn.Session, string, error) {
+	return (*RWMutex)(r).lockTarget()
+}
+
+func (r *rlocker) lock(ctx context.Context, wait, track bool) (context.Context, error) {
+	return (*RWMutex)(r).rlock(ctx, wait, track)
+}
+
+func (r *rlocker) unlock(held context.Context) { (*RWMutex)(r).runlock(held) }
+
+// RLocker returns a sync.Locker whose Lock and Unlock are rw's RLock and
+// RUnlock.
+func (rw *RWMutex) RLocker() sync.Locker { return (*rlocker)(rw) }
+
+type rlocker RWMutex
+
+func (r *rlocker) Lock()   { (*RWMutex)(r).RLock() }
+func (r *rlocker) Unlock() { (*RWMutex)(r).RUnlock() }
+
+// Token returns the fencing token of the write hold (see Mutex.Token), or
+// of the newest read hold when rw is not locked for writing; 0 if rw is not
+// held here.
+func (rw *RWMutex) Token() int64 {
+	if t := rw.w.Token(); t != 0 {
+		return t
+	}
+	rw.mu.Lock()
+	var hd *hold
+	if n := len(rw.reads); n > 0 {
+		hd = rw.reads[n-1]
+	}
+	rw.mu.Unlock()
+	if hd == nil {
+		return 0
+	}
+	return hd.fencingToken(rw.r.sess.SessionTimeout())
+}
+
+// Revoked returns Revoked(held) for rw's write hold, or else for its newest
+// read hold; nil if rw is not held here (see Mutex.Revoked).
+func (rw *RWMutex) Revoked() <-chan struct{} {
+	if ch := rw.w.Revoked(); ch != nil {
+		return ch
+	}
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if n := len(rw.reads); n > 0 {
+		return rw.reads[n-1].revoked
+	}
+	return nil
+}
+
+// Participants returns the readers' and writers' nodes at rw's path in queue
+// order, Curator's included, each marked Reader or not; those that wait are
+// marked Waiting: a writer not first, a reader behind a writer (other than
+// the one it is the downgrade of, whose sequence number it carries).
+func (rw *RWMutex) Participants(ctx context.Context) ([]Participant, error) {
+	if rw.w.err != nil {
+		return nil, rw.w.err
+	}
+	ps, err := rw.r.participants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	writers := 0
+	for i := range ps {
+		switch {
+		case !ps[i].Reader:
+			ps[i].Waiting = i > 0
+			writers++
+		case writers > 1, writers == 1 && !(i > 0 && !ps[i-1].Reader && ps[i-1].Sequence == ps[i].Sequence):
+			ps[i].Waiting = true
+		}
+	}
+	return ps, nil
+}
