@@ -6,10 +6,13 @@ import "context"
 // acquisition, so that goroutines sharing a primitive wait for each other
 // here rather than each queuing a node in ZooKeeper.
 //
-// Its token is the channel of the last release's delete (see
-// zkconn.Handle.Delete): whoever enters next waits for that delete to
-// settle before it creates a node, so a process never queues behind its own
-// released node, while Unlock itself never waits for the network.
+// Its token is a channel that closes when the last holder's delete has gone
+// out on the connection (see zkconn.Handle.Release; a create sent after it
+// is applied after it), or, after a failed acquisition, when the nodes it
+// gave up are deleted: whoever enters next waits for it before it creates
+// a node, so a process does not queue behind its own released or abandoned
+// node. Unlock returns once its delete has gone out, as a rule, and never
+// waits for a reply.
 type gate chan (<-chan struct{})
 
 func newGate() gate {
@@ -49,6 +52,17 @@ func (g gate) enter(ctx context.Context, wait bool) error {
 		g <- last
 		return ctx.Err()
 	}
+}
+
+// pass waits as enter does, and gives the gate back at once: for a reader,
+// which comes after the last holder and any writer of this process waiting
+// or holding, but excludes no one.
+func (g gate) pass(ctx context.Context, wait bool) error {
+	if err := g.enter(ctx, wait); err != nil {
+		return err
+	}
+	g <- closed // enter waited for the token
+	return nil
 }
 
 // leave gives the gate back; the next to enter waits for released to close

@@ -10,3 +10,7 @@ require (
 require golang.org/x/sync v0.24.0
 
 require github.com/anishathalye/porcupine v1.3.1
+
+require golang.org/x/term v0.47.0
+
+require golang.org/x/sys v0.49.0 // indirect

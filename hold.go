@@ -243,11 +243,12 @@ func (hd *hold) fencingToken(timeout time.Duration) int64 {
 // end stops watching and cancels the hold context (with context.Canceled,
 // unless it was lost first), then deletes the node, sending its signals (a
 // queue head's handoff), without waiting for the network
-// (zkconn.Handle.Delete). The returned channel closes when the delete is
-// settled.
-func (hd *hold) end() <-chan struct{} {
+// (zkconn.Handle.Release: it returns once the delete has gone out, as a
+// rule). The returned channels close when the delete has gone out, and when
+// it is settled.
+func (hd *hold) end() (sent, settled <-chan struct{}) {
 	hd.cancel(context.Canceled)
 	close(hd.release)
 	<-hd.done
-	return hd.h.Delete(hd.node, hd.fire...)
+	return hd.h.Release(hd.node, hd.fire...)
 }

@@ -69,9 +69,10 @@ var (
 // order, a Java MultiLock and a dsync MultiLock (or two Java ones) can
 // deadlock, each holding a path the other waits for.
 //
-// Within a process, goroutines exclude each other through the members: a
-// member held by a MultiLock is held as its own Lock would hold it, so its
-// Lock, and every other MultiLock with that member, waits. A MultiLock never
+// Within a process, goroutines using one MultiLock exclude each other, as
+// with sync.Mutex, whatever its members (readers alone share); and a member
+// held by a MultiLock is held as its own Lock would hold it, so its Lock,
+// and every other MultiLock with that member, waits. A MultiLock never
 // re-enters a member, nor itself, even given a hold context of that member.
 //
 // A hold is lost when any member's hold is; see Mutex. It is NOT safe to
@@ -85,6 +86,8 @@ type MultiLock struct {
 	members []lockable // in the order they are taken: by path
 	paths   []string   // members' paths
 	err     error      // bad input found by NewMultiLock
+
+	gate gate // one goroutine of this process at a time, until Unlock
 
 	mu  sync.Mutex
 	cur *multiHold
@@ -109,7 +112,7 @@ type multiHold struct {
 // on the same path (all wrapping ErrBadMember), and a member's own bad input
 // (ErrNilSession, ErrBadPath).
 func NewMultiLock(locks ...sync.Locker) *MultiLock {
-	ml := &MultiLock{}
+	ml := &MultiLock{gate: newGate()}
 	if len(locks) == 0 {
 		ml.err = fmt.Errorf("%w: no locks", ErrBadMember)
 		return ml
@@ -167,11 +170,12 @@ func (ml *MultiLock) check() error {
 // Mutex.Lock it cannot fail: it waits out disconnections and starts over on
 // a new session if one is lost. It panics if the locks can never be had (bad
 // input, a closed Session, ZooKeeper refusing a node), having released what
-// it took. Lock gives no way to learn that a hold was lost, so it does not
-// watch for loss: use LockContext to bound the wait, handle errors, and learn
-// when the hold is lost.
+// it took. It watches the members while it takes them (one lost meanwhile is
+// not handed out: all are taken again), but gives no way to learn of a loss
+// after it returns: use LockContext to bound the wait, handle errors, and
+// learn when the hold is lost.
 func (ml *MultiLock) Lock() {
-	if _, err := ml.lock(context.Background(), true, false); err != nil {
+	if _, err := ml.lock(context.Background(), true); err != nil {
 		panic("dsync: Lock: " + err.Error())
 	}
 }
@@ -191,7 +195,7 @@ func (ml *MultiLock) TryLock() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_, err := ml.lock(ctx, false, false)
+	_, err := ml.lock(ctx, false)
 	return err == nil
 }
 
@@ -208,7 +212,7 @@ func (ml *MultiLock) TryLock() bool {
 // A member whose hold is lost before the MultiLock holds them all is not
 // handed out: LockContext releases every member and starts again.
 func (ml *MultiLock) LockContext(ctx context.Context) (context.Context, error) {
-	return ml.lock(ctx, true, true)
+	return ml.lock(ctx, true)
 }
 
 // TryLockContext locks every member if none is held by others (here or
@@ -217,25 +221,30 @@ func (ml *MultiLock) LockContext(ctx context.Context) (context.Context, error) {
 // an error wrapping ErrWouldBlock that names the held path; ctx bounds the
 // requests to ZooKeeper.
 func (ml *MultiLock) TryLockContext(ctx context.Context) (context.Context, error) {
-	return ml.lock(ctx, false, true)
+	return ml.lock(ctx, false)
 }
 
-// lock takes the members in order (waiting for each if wait is set,
-// watching their holds if track is set) and starts the hold; on failure it
-// gives back what it took.
-func (ml *MultiLock) lock(ctx context.Context, wait, track bool) (context.Context, error) {
+// lock takes the gate, then the members in order (waiting for each if wait
+// is set), and starts the hold; on failure it gives back what it took.
+func (ml *MultiLock) lock(ctx context.Context, wait bool) (context.Context, error) {
 	if err := ml.check(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := ml.gate.enter(ctx, wait); err != nil {
+		return nil, err
+	}
 	for {
 		helds := make([]context.Context, 0, len(ml.members))
 		for i, m := range ml.members {
-			held, err := m.lock(ctx, wait, track)
+			// Watched whatever track says: a member lost while the
+			// others are taken must not be handed out.
+			held, err := m.lock(ctx, wait, true)
 			if err != nil {
 				release(ml.members, helds)
+				ml.gate.leave(nil)
 				switch {
 				case ctx.Err() != nil:
 					return nil, ctx.Err()
@@ -264,7 +273,10 @@ func (ml *MultiLock) lock(ctx context.Context, wait, track bool) (context.Contex
 // with parent's values, ends when any of theirs does, with its cause.
 func newMultiHold(parent context.Context, helds []context.Context) *multiHold {
 	mh := &multiHold{helds: helds}
-	mh.ctx, mh.cancel = context.WithCancelCause(context.WithoutCancel(parent))
+	// Not the hold of an outer lock parent may carry: a MultiLock hold is
+	// not one hold (see Revoked; its members' Revoked tell of theirs).
+	parent = context.WithValue(context.WithoutCancel(parent), anyHoldKey{}, (*hold)(nil))
+	mh.ctx, mh.cancel = context.WithCancelCause(parent)
 	for _, held := range helds {
 		mh.fired.Add(1)
 		mh.stops = append(mh.stops, context.AfterFunc(held, func() {
@@ -296,6 +308,7 @@ func (ml *MultiLock) Unlock() {
 		}
 	}
 	mh.fired.Wait()
+	defer ml.gate.leave(nil)
 	release(ml.members, mh.helds)
 }
 

@@ -145,7 +145,8 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 		if hd = newHold(ctx, m, e, cfg); hd.ctx.Err() == nil {
 			break
 		}
-		undoing = append(undoing, hd.end())
+		_, settled := hd.end()
+		undoing = append(undoing, settled)
 	}
 	m.mu.Lock()
 	m.hold = hd
@@ -158,11 +159,13 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 // deletes the node if it still exists). As with sync.Mutex, any goroutine may
 // unlock; Unlock of an unlocked Mutex panics.
 //
-// Unlock never waits on a slow or silent network: it waits for the delete
-// only as long as the servers answer as fast as they have lately (see
-// zkconn.Handle.Settle), so that normally the release is visible to every
-// process when it returns; otherwise the delete goes on in the background
-// (the Session's Close ends the session, which deletes the node too).
+// Unlock never waits for the network, as sync.Mutex.Unlock never blocks: the
+// delete goes out at once, and its reply is not awaited (zkconn.Handle.Release;
+// it is retried in the background if the connection drops, and the
+// Session's Close ends the session, which deletes the node too). Requests
+// this process sends through the same Session later are applied after it,
+// so a Lock here never queues behind its own release; other processes see
+// the release when it reaches them.
 func (m *Mutex) Unlock() { m.unlock(nil) }
 
 // unlock is Unlock; given held, only for the hold whose context it is.
@@ -182,9 +185,8 @@ func (m *Mutex) unlock(held context.Context) {
 	// with this hold's context sees it ended, with its cause.
 	hd.cancel(context.Canceled)
 	m.mu.Unlock()
-	released := hd.end()
-	hd.h.Settle(released)
-	m.gate.leave(released)
+	sent, _ := hd.end()
+	m.gate.leave(sent)
 }
 
 // Token returns the fencing token of the current hold, or 0 if m is not

@@ -41,8 +41,10 @@ func TestReview3WeightedUndoingRace(t *testing.T) {
 
 // unlockAfterReconnect: a Mutex held through a dropped connection (same
 // session, hold still valid) is unlocked on a slow but answering network;
-// another process then tries the lock. Settle should make the release
-// visible as it does without the reconnect.
+// the same Session then tries the lock through another Mutex. Unlock
+// returns once the delete has gone out on the connection up now (not the
+// one the hold began on), so the create that follows comes after it, as it
+// does without the reconnect.
 func unlockAfterReconnect(t *testing.T, reconnect bool) bool {
 	srv := zktest.Start(t)
 	p := zktest.NewProxy(t, srv.Addr())
@@ -66,7 +68,7 @@ func unlockAfterReconnect(t *testing.T, reconnect bool) bool {
 			t.Fatal(err)
 		}
 	}
-	other := dsync.NewMutex(dial(t, []string{srv.Addr()}), path)
+	other := dsync.NewMutex(s, path) // same Session: its create comes after the delete
 	start := time.Now()
 	m.Unlock()
 	took := time.Since(start)
@@ -83,6 +85,6 @@ func TestReview3UnlockVisibleAfterReconnect(t *testing.T) {
 		t.Fatal("control: release not visible after Unlock without a reconnect")
 	}
 	if !unlockAfterReconnect(t, true) {
-		t.Fatal("release not visible after Unlock: the hold's Handle kept the link of the dropped connection, so Settle did not wait")
+		t.Fatal("release not applied before the next create: the hold's Handle kept the link of the dropped connection, so Unlock did not wait for its delete to go out")
 	}
 }

@@ -38,8 +38,9 @@ var ErrNoNode = errors.New("dsync: no such node")
 //
 // Revoked returns nil, a channel never closed, for a hold that is not
 // revocable (see Revocable) and for a context that is not a hold context, as
-// ctx.Done() does for a context that cannot be canceled. In a context
-// derived from several hold contexts, the innermost hold counts.
+// ctx.Done() does for a context that cannot be canceled, and for a
+// MultiLock's hold context (ask its members). In a context derived from
+// several hold contexts, the innermost hold counts.
 func Revoked(held context.Context) <-chan struct{} {
 	hd, _ := held.Value(anyHoldKey{}).(*hold)
 	if hd == nil {
@@ -119,7 +120,7 @@ func Revoke(ctx context.Context, sess *zkconn.Session, node string) error {
 		data, st, _, err := readNode(ctx, h, node, false)
 		switch {
 		case errors.Is(err, errNodeGone):
-			return noNode
+			return unknown(noNode) // after a write of ours, it may have been seen
 		case errors.Is(err, zkconn.ErrSessionLost) && ctx.Err() == nil:
 			continue // ask on the next session
 		case err != nil:
@@ -161,7 +162,8 @@ func Revoke(ctx context.Context, sess *zkconn.Session, node string) error {
 // layout: the holders are the lease nodes that are not Waiting, see
 // Weighted.Participants). Waiters are not asked.
 //
-// A holder that released before it was asked is left out. A holder whose
+// A holder that released before it was asked is left out; if every holder
+// found did, the lock is read again, for whoever holds it now. A holder whose
 // node is not revocable is not asked: the error then wraps ErrNotRevocable
 // for each, alongside the holders that were asked. With nobody holding,
 // RevokeHolders returns no Participant and a nil error. Any other failure
@@ -170,27 +172,32 @@ func RevokeHolders(ctx context.Context, sess *zkconn.Session, path string) ([]Pa
 	if err := validate(sess, path); err != nil {
 		return nil, err
 	}
-	hs, err := holders(ctx, sess, path)
-	if err != nil {
-		return nil, withPath(path, err)
-	}
-	var (
-		asked   []Participant
-		refused []error
-	)
-	for _, p := range hs {
-		switch err := Revoke(ctx, sess, p.Path); {
-		case err == nil:
-			asked = append(asked, p)
-		case errors.Is(err, ErrNoNode):
-			// Released meanwhile: nothing to ask.
-		case errors.Is(err, ErrNotRevocable):
-			refused = append(refused, err)
-		default:
-			return asked, err
+	for {
+		hs, err := holders(ctx, sess, path)
+		if err != nil {
+			return nil, withPath(path, err)
+		}
+		var (
+			asked   []Participant
+			refused []error
+			gone    int
+		)
+		for _, p := range hs {
+			switch err := Revoke(ctx, sess, p.Path); {
+			case err == nil:
+				asked = append(asked, p)
+			case errors.Is(err, ErrNoNode) && !errors.Is(err, ErrOutcomeUnknown):
+				gone++ // released meanwhile: nothing to ask
+			case errors.Is(err, ErrNotRevocable):
+				refused = append(refused, err)
+			default:
+				return asked, err
+			}
+		}
+		if gone == 0 || gone < len(hs) {
+			return asked, errors.Join(refused...)
 		}
 	}
-	return asked, errors.Join(refused...)
 }
 
 // holders returns the nodes that hold the lock at path now, in queue
@@ -231,5 +238,10 @@ func holders(ctx context.Context, sess *zkconn.Session, path string) ([]Particip
 		return slices.DeleteFunc(ps, func(p Participant) bool { return p.Waiting }), err
 	}
 	q := queue{sess: sess, path: path, marker: lockMarker}
-	return q.first(ctx, 1)
+	ps, err := q.first(ctx, 1)
+	// Children that are not lock nodes (a path that is no lock) hold nothing.
+	return slices.DeleteFunc(ps, func(p Participant) bool {
+		_, _, ok := sequence(p.Node, lockMarker)
+		return !ok
+	}), err
 }

@@ -28,7 +28,10 @@ var ErrUpgrade = errors.New("dsync: read lock cannot be upgraded to write lock")
 // behind it, and writers do not starve, as with sync.RWMutex.
 //
 // Within a process, goroutines share read holds like sync.RWMutex's readers
-// (each RLock queues a node of its own) and take the write lock one at a time.
+// (each RLock queues a node of its own) and take the write lock one at a
+// time; a reader waits while a writer of this process waits or holds, as
+// with sync.RWMutex (so RLock by the write holder waits for ever: downgrade
+// with RLockContext and the write hold's context instead).
 // The write side is re-entrant through its hold context as Mutex is; a read
 // hold through its own. A holder of the write lock may take the read lock, by
 // passing its hold context to RLockContext (a downgrade): the read node takes
@@ -47,8 +50,9 @@ type RWMutex struct {
 	w *Mutex // the write side, on writers' nodes
 	r queue  // the readers' nodes
 
-	mu    sync.Mutex
-	reads []*hold // read holds, newest last
+	mu      sync.Mutex
+	reads   []*hold // read holds, newest last
+	members []*hold // read holds of MultiLocks (RLocker), which only they end
 }
 
 // NewRWMutex returns an RWMutex on the lock path path. Nothing is sent to
@@ -118,7 +122,7 @@ func (rw *RWMutex) Unlock() { rw.w.Unlock() }
 // ahead. Like Lock it cannot fail: it panics only if the lock can never be
 // had. It does not watch for loss; use RLockContext for that.
 func (rw *RWMutex) RLock() {
-	if _, err := rw.rlock(context.Background(), true, false); err != nil {
+	if _, err := rw.rlock(context.Background(), true, false, false); err != nil {
 		panic("dsync: RLock: " + err.Error())
 	}
 }
@@ -132,7 +136,7 @@ func (rw *RWMutex) TryRLock() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rw.r.sess.SessionTimeout())
 	defer cancel()
-	_, err := rw.rlock(ctx, false, false)
+	_, err := rw.rlock(ctx, false, false, false)
 	return err == nil
 }
 
@@ -166,26 +170,30 @@ func (rw *RWMutex) RLockContext(ctx context.Context) (context.Context, error) {
 	if wh, ok := ctx.Value(holdKey{rw.w}).(*hold); ok {
 		return rw.downgrade(ctx, wh)
 	}
-	return rw.rlock(ctx, true, true)
+	return rw.rlock(ctx, true, true, false)
 }
 
 // TryRLockContext locks rw for reading if no writer holds it or waits, without
 // waiting, and returns the hold context as RLockContext does; ErrWouldBlock
 // if a writer is ahead. ctx bounds the requests to ZooKeeper.
 func (rw *RWMutex) TryRLockContext(ctx context.Context) (context.Context, error) {
-	return rw.rlock(ctx, false, true)
+	return rw.rlock(ctx, false, true, false)
 }
 
 // rlock queues a reader's node (waiting for the writers ahead if wait is set)
-// and starts a read hold, watched for loss if track is set.
-func (rw *RWMutex) rlock(ctx context.Context, wait, track bool) (context.Context, error) {
+// and starts a read hold, watched for loss if track is set: a hold of a
+// MultiLock if member is set.
+func (rw *RWMutex) rlock(ctx context.Context, wait, track, member bool) (context.Context, error) {
 	if rw.w.err != nil {
 		return nil, rw.w.err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var undoing []<-chan struct{} // readers pass no gate: deletes go on alone
+	if err := rw.w.gate.pass(ctx, wait); err != nil {
+		return nil, err
+	}
+	var undoing []<-chan struct{} // readers hold no gate: deletes go on alone
 	track = track || rw.w.revocable
 	for {
 		e, err := rw.r.acquire(ctx, wait, track, &undoing)
@@ -194,16 +202,20 @@ func (rw *RWMutex) rlock(ctx context.Context, wait, track bool) (context.Context
 		}
 		hd := newHold(ctx, rw, e, holdConfig{policy: rw.w.policy, track: track, revocable: rw.w.revocable})
 		if hd.ctx.Err() == nil {
-			rw.keep(hd)
+			rw.keep(hd, member)
 			return hd.ctx, nil
 		}
 		hd.end() // lost before it was handed out: take it again
 	}
 }
 
-func (rw *RWMutex) keep(hd *hold) {
+func (rw *RWMutex) keep(hd *hold, member bool) {
 	rw.mu.Lock()
-	rw.reads = append(rw.reads, hd)
+	if member {
+		rw.members = append(rw.members, hd)
+	} else {
+		rw.reads = append(rw.reads, hd)
+	}
 	rw.mu.Unlock()
 }
 
@@ -257,7 +269,7 @@ func (rw *RWMutex) downgrade(ctx context.Context, wh *hold) (context.Context, er
 		}
 		return nil, context.Cause(hd.ctx)
 	}
-	rw.keep(hd)
+	rw.keep(hd, false)
 	return hd.ctx, nil
 }
 
@@ -267,26 +279,30 @@ func (rw *RWMutex) downgrade(ctx context.Context, wh *hold) (context.Context, er
 // (see Mutex.Unlock). RUnlock without a read hold panics.
 func (rw *RWMutex) RUnlock() { rw.runlock(nil) }
 
-// runlock is RUnlock, for held's read hold if held is not nil.
+// runlock is RUnlock, for held's read hold if held is not nil (a
+// MultiLock's among them).
 func (rw *RWMutex) runlock(held context.Context) {
 	rw.mu.Lock()
-	i := len(rw.reads) - 1
+	holds, i := &rw.reads, len(rw.reads)-1
 	if held != nil {
-		i = slices.IndexFunc(rw.reads, func(hd *hold) bool { return hd.ctx == held })
+		is := func(hd *hold) bool { return hd.ctx == held }
+		if i = slices.IndexFunc(rw.reads, is); i < 0 {
+			holds, i = &rw.members, slices.IndexFunc(rw.members, is)
+		}
 	}
 	if i < 0 {
 		rw.mu.Unlock()
 		panic("dsync: RUnlock of unlocked RWMutex")
 	}
-	hd := rw.reads[i]
+	hd := (*holds)[i]
 	if hd.count--; hd.count > 0 {
 		rw.mu.Unlock()
 		return
 	}
-	rw.reads = slices.Delete(rw.reads, i, i+1)
+	*holds = slices.Delete(*holds, i, i+1)
 	hd.cancel(context.Canceled)
 	rw.mu.Unlock()
-	hd.h.Settle(hd.end())
+	hd.end()
 }
 
 // An RWMutex is a MultiLock member by its write side, and its RLocker by its
@@ -295,6 +311,9 @@ func (rw *RWMutex) runlock(held context.Context) {
 func (rw *RWMutex) lockTarget() (*zkconn.Session, string, error) { return rw.w.lockTarget() }
 
 func (rw *RWMutex) lock(ctx context.Context, wait, track bool) (context.Context, error) {
+	if err := rw.upgrade(ctx); err != nil {
+		return nil, err
+	}
 	return rw.w.lock(ctx, wait, track)
 }
 
@@ -305,7 +324,7 @@ func (r *rlocker) lockTarget() (*zkconn.Session, string, error) {
 }
 
 func (r *rlocker) lock(ctx context.Context, wait, track bool) (context.Context, error) {
-	return (*RWMutex)(r).rlock(ctx, wait, track)
+	return (*RWMutex)(r).rlock(ctx, wait, track, true)
 }
 
 func (r *rlocker) unlock(held context.Context) { (*RWMutex)(r).runlock(held) }

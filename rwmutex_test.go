@@ -370,6 +370,9 @@ func TestMultiLockRWMutexSides(t *testing.T) {
 	if held.Err() == nil {
 		t.Fatal("MultiLock hold context live after Unlock")
 	}
+	obs := observer(t, shared.Addr())
+	awaitChildren(t, obs, path+"/a", 0) // the release reaches the other Session
+	awaitChildren(t, obs, path+"/b", 0)
 	if !oa.TryLock() || !ob.TryLock() {
 		t.Fatal("TryLock after the MultiLock's Unlock = false")
 	}

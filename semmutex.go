@@ -113,9 +113,8 @@ func (m *SemaphoreMutex) unlock(held context.Context) {
 	}
 	m.hold = nil
 	m.mu.Unlock()
-	released := hd.end()
-	hd.h.Settle(released)
-	m.gate.leave(released)
+	sent, _ := hd.end()
+	m.gate.leave(sent)
 }
 
 // Token returns the fencing token of the current hold (its lease node's

@@ -474,5 +474,5 @@ func (l *Lease) Release() {
 	if !first {
 		panic("dsync: released more than held")
 	}
-	l.hd.h.Settle(l.hd.end())
+	l.hd.end()
 }

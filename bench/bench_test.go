@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/xml"
 	"fmt"
-	"image"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,29 +17,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// TestProxyProcess runs this test binary as the proxy, as the bench runs
+	// itself.
+	if len(os.Args) == 4 && os.Args[1] == proxyCommand {
+		if err := serveProxy(os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
-}
-
-func TestGlyphShapes(t *testing.T) {
-	for r := rune(' '); r <= '~'; r++ {
-		g, ok := glyphs[r]
-		if !ok {
-			t.Errorf("glyph %q missing", r)
-			continue
-		}
-		rows := strings.Fields(g)
-		if len(rows) != glyphH {
-			t.Errorf("glyph %q has %d rows; want %d", r, len(rows), glyphH)
-		}
-		for i, row := range rows {
-			if len(row) != glyphW || strings.Trim(row, "#.") != "" {
-				t.Errorf("glyph %q row %d = %q; want %d of '#' and '.'", r, i, row, glyphW)
-			}
-		}
-	}
-	if len(glyphs) != '~'-' '+1 {
-		t.Errorf("font has %d glyphs; want the %d printable ASCII characters", len(glyphs), '~'-' '+1)
-	}
 }
 
 func TestPercentile(t *testing.T) {
@@ -151,7 +142,8 @@ func TestSplice(t *testing.T) {
 
 func TestNiceScale(t *testing.T) {
 	for _, tc := range []struct{ top, step, ymax float64 }{
-		{1403, 250, 1500},
+		{1403, 500, 1500},
+		{420, 100, 500},
 		{96, 20, 100},
 		{0, 1, 5},
 	} {
@@ -162,71 +154,361 @@ func TestNiceScale(t *testing.T) {
 	}
 }
 
-func TestReportAndChart(t *testing.T) {
+// fakeRuns returns made-up results of plan in the loopback and 1 ms
+// profiles: the i-th implementation of a workload runs (i+1)×1000 cycles in
+// 5 s in the loopback profile, a tenth of that at 1 ms.
+func fakeRuns(plan []planned) []profileRun {
+	var runs []profileRun
+	for _, p := range []profile{{0}, {time.Millisecond}} {
+		run := profileRun{profile: p, rtt: 100 * time.Microsecond}
+		scale := int64(10)
+		if p.delay > 0 {
+			run.rtt, scale = 2500*time.Microsecond, 1
+		}
+		for _, w := range plan {
+			for _, n := range w.sessions {
+				for i, im := range w.impls {
+					k := int64(i+1) * scale
+					r := result{
+						ops: 100 * k, seconds: 5, p50: time.Millisecond, p99: 3 * time.Millisecond,
+						reqs:      counters{packets: 400 * k, writes: 200 * k, reads: 200 * k},
+						clientCPU: time.Duration(k) * 30 * time.Millisecond, serverCPU: time.Duration(k) * 10 * time.Millisecond,
+					}
+					if w.rw { // dsync's reads double from 8 to 32 sessions
+						r.read = side{90 * k * int64(n) / 8, 2 * time.Millisecond, 4 * time.Millisecond}
+						r.write = side{10 * k, 5 * time.Millisecond, 9 * time.Millisecond}
+						if i == 0 && n == 32 {
+							r.read.ops = 180 * k
+						}
+					}
+					run.cells = append(run.cells, cell{w.key, n, im.name, r})
+				}
+			}
+		}
+		runs = append(runs, run)
+	}
+	return runs
+}
+
+func TestReport(t *testing.T) {
 	plan, err := makePlan([]int{1, 8, 32}, []int{8, 32}, []int{90, 50}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var results []cell
-	for _, w := range plan {
-		for _, n := range w.sessions {
-			for i, im := range w.impls {
-				r := result{
-					ops: int64(1000 * (i + 1)), seconds: 5, p50: time.Millisecond, p99: 3 * time.Millisecond,
-					reqs: counters{packets: int64(4000 * (i + 1)), writes: int64(2000 * (i + 1)), reads: int64(2000 * (i + 1))},
-				}
-				if w.rw { // dsync's reads double from 8 to 32 sessions
-					r.read = side{int64(900 * (i + 1) * n / 8), 2 * time.Millisecond, 4 * time.Millisecond}
-					r.write = side{int64(100 * (i + 1)), 5 * time.Millisecond, 9 * time.Millisecond}
-					if i == 0 && n == 32 {
-						r.read.ops = 1800
-					}
-				}
-				results = append(results, cell{w.key, n, im.name, r})
-			}
-		}
-	}
+	runs := fakeRuns(plan)
 	info := runInfo{sessionTimeout: 30 * time.Second, cpus: 2}
-	md := report(info, plan, results)
+	md := report(info, plan, runs)
 	for _, want := range []string{
-		"| Mutex | 8 | 200 | 1.00 | 3.00 | 4.00 | 400 | 1.00 | 3.00 | 4.00 | 600 | 1.00 | 3.00 | 4.00 | 0.50× | 0.33× |",
-		"| Weighted (max 3) | 32 | 200 | 1.00 | 3.00 | 4.00 | — | — | — | — | 400 | 1.00 | 3.00 | 4.00 | — | 0.50× |",
+		"## Loopback (round trip 0.10 ms)",
+		"## 1 ms each way (round trip 2.50 ms)",
+		// Loopback: 1000 cycles in 5 s; 300 ms of client CPU time, 100 ms of
+		// the server's.
+		"| Mutex | 8 | 200 | 1.00 | 3.00 | 4.00 | 300 | 100 | 400 | 1.00 | 3.00 | 4.00 | 300 | 100 | 600 | 1.00 | 3.00 | 4.00 | 300 | 100 | 0.50× | 0.33× |",
+		"| Weighted (max 3) | 32 | 20 | 1.00 | 3.00 | 4.00 | 300 | 100 | — | — | — | — | — | — | 40 | 1.00 | 3.00 | 4.00 | 300 | 100 | — | 0.50× |",
 		"| SemaphoreMutex | 1 | 2.00 + 2.00 | — | 2.00 + 2.00 |",
-		"| RWMutex, 90 % reads | 32 | 200 | 1.00 | 3.00 | 4.00 | — | — | — | — | 400 | 1.00 | 3.00 | 4.00 | — | 0.50× |",
 		"| 90 % reads | 8 | reads | 180 | 2.00 | 4.00 | 360 | 2.00 | 4.00 | 0.50× |",
-		"| 50 % reads | 32 | writes | 20 | 5.00 | 9.00 | 40 | 5.00 | 9.00 | 0.50× |",
-		"Reads per second at 90 % reads, 8 → 32 sessions: dsync 180 → 360 (×2.00); Curator 360 → 1440 (×4.00).",
+		"| 50 % reads | 32 | writes | 2 | 5.00 | 9.00 | 4 | 5.00 | 9.00 | 0.50× |",
+		"Reads per second at 90 % reads, 8 → 32 sessions: dsync 18 → 36 (×2.00); Curator 36 → 144 (×4.00).",
+		// Handoffs: 20 ops/s × 2.5 ms.
+		"| 1 ms each way | 2.50 | 32 | 20 | 0.05 | 40 | 0.10 | 60 | 0.15 |",
+		"network profiles: loopback, 1 ms each way;",
+		// A tick over 100 cycles.
+		"in this run at most 100 µs per\n  cycle in any cell.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
-	readme := readmeTables(info, plan, results)
-	if !strings.Contains(readme, "| 90 % reads | 8 | reads |") || strings.Contains(readme, "## ") {
-		t.Errorf("README tables: want the tables without the report's sections:\n%s", readme)
+	if strings.Contains(md, "| loopback | 0.10 | 8 |") {
+		t.Errorf("handoffs per round trip: want no loopback rows:\n%s", md)
 	}
-	c := makeChart(plan, results)
-	if len(c.panels) != 4 || len(c.panels[3].series) != 4 {
-		t.Fatalf("chart has %d panels; want 4, the last with the 4 RWMutex series", len(c.panels))
+	readme := readmeTables(info, plan, runs)
+	for _, want := range []string{
+		"profile 1 ms each way. Every client",
+		"The other profiles (loopback), the RWMutex tables",
+		"round trip is 2.50 ms",
+		"| Mutex | 1 | 20 | 1.00 | 3.00 | 4.00 | 300 | 100 | 40 |",
+		"32 sessions: dsync 0.05, zk.Lock 0.10, Curator 0.15.",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README tables lack %q:\n%s", want, readme)
+		}
 	}
-	img := c.render()
-	if got := img.Bounds(); got != image.Rect(0, 0, 4*panelW, headerH+panelH) {
-		t.Errorf("chart bounds = %v", got)
+	if strings.Contains(readme, "## ") || strings.Contains(readme, "| Mutex | 1 | 200 |") || strings.Contains(readme, "| 90 % reads |") {
+		t.Errorf("README tables: want the 1 ms profile's main table alone:\n%s", readme)
 	}
-	// Something was drawn in each panel's plot area in the dsync colour.
-	for p := range 4 {
-		found := false
-		for y := headerH + plotTop; y < headerH+panelH-plotBottom && !found; y++ {
-			for x := p*panelW + plotLeft; x < (p+1)*panelW-plotRight; x++ {
-				if img.RGBAAt(x, y) == colorDsync {
-					found = true
-					break
+}
+
+func TestChart(t *testing.T) {
+	plan, err := makePlan([]int{1, 8, 32}, []int{8, 32}, []int{90, 50}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := makeChart(plan, fakeRuns(plan))
+	if len(c.rows) != 2 {
+		t.Fatalf("chart has %d rows; want one per profile, 2", len(c.rows))
+	}
+	for _, r := range c.rows {
+		if len(r.panels) != 4 || len(r.panels[3].series) != 4 {
+			t.Fatalf("row %q has %d panels; want 4, the last with the 4 RWMutex series", r.title, len(r.panels))
+		}
+	}
+	if got := c.rows[1].panels[3].series[2]; !got.dashed || got.style != implDsync {
+		t.Errorf("the second mix's dsync series = %+v; want it dashed, in dsync's style", got)
+	}
+	svg := c.svg()
+	// Well-formed XML; count what was drawn, and collect the text.
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	elems := map[string]int{}
+	var texts []string
+	inText := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("chart is not well-formed XML: %v\n%s", err, svg)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			elems[tok.Name.Local]++
+			inText = tok.Name.Local == "text"
+			for _, a := range tok.Attr {
+				if strings.Contains(a.Value, "NaN") || strings.Contains(a.Value, "Inf") {
+					t.Errorf("<%s %s=%q>", tok.Name.Local, a.Name.Local, a.Value)
 				}
 			}
+		case xml.EndElement:
+			inText = false
+		case xml.CharData:
+			if inText {
+				texts = append(texts, string(tok))
+			}
 		}
-		if !found {
-			t.Errorf("panel %d: no dsync line", p)
+	}
+	// Per row: 3 + 2 + 2 + 4 series of 3, 3, 3 and 2 points.
+	if got, want := elems["polyline"], 2*11; got != want {
+		t.Errorf("chart has %d lines; want %d", got, want)
+	}
+	if got, want := elems["svg"], 1; got != want {
+		t.Errorf("chart has %d svg elements; want %d", got, want)
+	}
+	all := strings.Join(texts, "|")
+	for _, want := range []string{
+		"Loopback (round trip 0.10 ms)", "1 ms each way (round trip 2.50 ms)",
+		"Mutex", "Weighted (max 3)", "SemaphoreMutex", "RWMutex",
+		"dsync", "go-zookeeper zk.Lock", "Curator 5.4", "RWMutex: solid 90 % reads; dashed 50 % reads",
+		"|1|", "|8|", "|32|",
+	} {
+		if !strings.Contains("|"+all+"|", want) {
+			t.Errorf("chart text lacks %q: %s", want, all)
 		}
+	}
+	if w, h := c.size(); !strings.HasPrefix(svg, fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d"`, w, h)) {
+		t.Errorf("chart starts %.80q; want its size %d×%d", svg, w, h)
+	}
+}
+
+func TestSVGEscape(t *testing.T) {
+	c := chart{title: `a <b> & "c"`}
+	if err := xml.Unmarshal([]byte(c.svg()), new(struct{})); err != nil {
+		t.Errorf("chart titled %q: %v", c.title, err)
+	}
+}
+
+func TestParseProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []time.Duration
+	}{
+		{"0,1ms,5ms", []time.Duration{0, time.Millisecond, 5 * time.Millisecond}},
+		{"5ms, 0", []time.Duration{0, 5 * time.Millisecond}},
+		{"500us", []time.Duration{500 * time.Microsecond}},
+	} {
+		ps, err := parseProfiles(tc.in)
+		if err != nil {
+			t.Errorf("parseProfiles(%q): %v", tc.in, err)
+			continue
+		}
+		var got []time.Duration
+		for _, p := range ps {
+			got = append(got, p.delay)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("parseProfiles(%q) = %v; want %v", tc.in, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "1", "-1ms", "1ms,1ms", "fast"} {
+		if _, err := parseProfiles(bad); err == nil {
+			t.Errorf("parseProfiles(%q) succeeded; want an error", bad)
+		}
+	}
+	for _, tc := range []struct {
+		p          profile
+		key, title string
+	}{
+		{profile{0}, "loopback", "loopback"},
+		{profile{time.Millisecond}, "1ms", "1 ms each way"},
+		{profile{500 * time.Microsecond}, "500µs", "0.5 ms each way"},
+	} {
+		if k, ti := tc.p.key(), tc.p.title(); k != tc.key || ti != tc.title {
+			t.Errorf("profile %v: key %q, title %q; want %q, %q", tc.p.delay, k, ti, tc.key, tc.title)
+		}
+	}
+}
+
+func TestSessionsIn(t *testing.T) {
+	plan, err := makePlan([]int{1, 8, 32}, []int{8, 32}, []int{90}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p          profile
+		delayedMax int
+		want       string
+	}{
+		{profile{0}, 8, "mutex[1 8 32] sem[1 8 32] semmutex[1 8 32] rw90[8 32]"},
+		{profile{time.Millisecond}, 8, "mutex[1 8 32] sem[1 8] semmutex[1 8] rw90[8]"},
+		{profile{time.Millisecond}, 0, "mutex[1 8 32] sem[1 8 32] semmutex[1 8 32] rw90[8 32]"},
+	} {
+		var got []string
+		for _, w := range plan {
+			got = append(got, fmt.Sprint(w.key, sessionsIn(w, tc.p, tc.delayedMax)))
+		}
+		if g := strings.Join(got, " "); g != tc.want {
+			t.Errorf("sessionsIn(%s, max %d) = %s; want %s", tc.p.title(), tc.delayedMax, g, tc.want)
+		}
+	}
+}
+
+func TestReadmeProfile(t *testing.T) {
+	runs := []profileRun{{profile: profile{0}}, {profile: profile{5 * time.Millisecond}}, {profile: profile{time.Millisecond}}}
+	if got := readmeProfile(runs).delay; got != time.Millisecond {
+		t.Errorf("readmeProfile = %v; want the 1 ms profile", got)
+	}
+	if got := readmeProfile(runs[:2]).delay; got != 5*time.Millisecond {
+		t.Errorf("readmeProfile without 1 ms = %v; want the first delayed one, 5ms", got)
+	}
+	if got := readmeProfile(runs[:1]).delay; got != 0 {
+		t.Errorf("readmeProfile of loopback alone = %v; want loopback", got)
+	}
+}
+
+func TestStatTicks(t *testing.T) {
+	// A command name may hold spaces and parentheses; utime 1234, stime 56.
+	line := "4242 (java (main) x) S 1 4242 17 0 -1 4194560 100 0 0 0 1234 56 0 0 20 0 30 0 99 1 2 3\n"
+	got, err := statTicks(line)
+	if err != nil || got != 1290 {
+		t.Errorf("statTicks = %d, %v; want 1290", got, err)
+	}
+	f, err := statFields(line)
+	if err != nil || f[0] != "S" || f[1] != "1" {
+		t.Errorf("statFields = %q, %v; want state S, parent 1 first", f, err)
+	}
+	for _, bad := range []string{"", "1 (x) S 1 2", "1 (x) S 1 2 3 4 5 6 7 8 9 10 u s"} {
+		if _, err := statTicks(bad); err == nil {
+			t.Errorf("statTicks(%q) succeeded; want an error", bad)
+		}
+	}
+}
+
+func TestListeners(t *testing.T) {
+	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:87D7 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1025936 2 0000000 100 0 0 10 0
+   1: 00000000:07E8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 412 1 0000000 100 0 0 10 0
+   2: 0100007F:87D7 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 777 1 0000000 100 0 0 10 0
+`
+	if got := listeners(table, 0x87D7); !slices.Equal(got, []string{"1025936"}) {
+		t.Errorf("listeners(port 0x87D7) = %q; want the listening socket's inode alone, 1025936", got)
+	}
+	if got := listeners(table, 2181); got != nil {
+		t.Errorf("listeners(port 2181) = %q; want none", got)
+	}
+}
+
+func TestChildren(t *testing.T) {
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	if got := children(os.Getpid()); !slices.Contains(got, cmd.Process.Pid) {
+		t.Errorf("children = %v; want them to include sleep's pid %d", got, cmd.Process.Pid)
+	}
+	d, err := procCPU(cmd.Process.Pid)
+	if err != nil || d < 0 {
+		t.Errorf("procCPU(sleep) = %v, %v; want a time", d, err)
+	}
+}
+
+func TestSelfCPU(t *testing.T) {
+	before, err := selfCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
+	}
+	after, err := selfCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Errorf("selfCPU went from %v to %v over 20 ms of spinning; want it to grow", before, after)
+	}
+}
+
+// TestProxyProcess runs the proxy as the bench does, in a process of its
+// own (this test binary: see TestMain), in front of an echo server, and
+// times a round trip through it.
+func TestProxyProcess(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	defer func() {
+		ln.Close()
+		<-done
+	}()
+	const delay = 5 * time.Millisecond
+	p, err := startProxy(ln.Addr().String(), delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.close(); err != nil {
+			t.Errorf("proxy exited: %v", err)
+		}
+	}()
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t0 := time.Now()
+	// A four-letter word: the proxy passes it on unframed.
+	if _, err := c.Write([]byte("ruok")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ruok" {
+		t.Fatalf("echo through the proxy: %q, %v", buf, err)
+	}
+	if rtt := time.Since(t0); rtt < 2*delay {
+		t.Errorf("round trip through a proxy delaying %v each way took %v; want at least %v", delay, rtt, 2*delay)
 	}
 }
 

@@ -6,31 +6,46 @@
 // InterProcessReadWriteLock at 90 % and at 50 % reads, on 8 and 32 sessions.
 //
 // It starts one ZooKeeper server (zkconn/zktest: standalone, on loopback,
-// without fsync) and builds the Curator 5.4 program of internal/curator. For
-// every cell (workload × sessions × implementation) it runs acquire/release
-// cycles, back to back, for a fixed time on that many sessions — each its own
-// ZooKeeper session and TCP connection: a zkconn.Session for dsync, a
-// *zk.Conn for zk.Lock, a Curator client (in one JVM) for Curator — and
-// records cycles per second, the median and 99th percentile of the acquire
-// latency, and the requests the server received per cycle (from its mntr
-// counters). In an RWMutex cell each cycle takes the read lock with the
-// workload's probability, else the write lock, and the cycles and latencies
-// of reads and writes are also kept apart. The implementations in this
-// process (dsync, zk.Lock) run in rounds, taking turns, and each cell keeps
-// its median round (by cycles per second), so that a passing load on a
-// shared machine does not decide a ratio; Curator, a JVM per run, runs once
-// for as long as the rounds take.
+// without fsync) and builds the Curator 5.4 program of internal/curator. It
+// measures the cells in each network profile of -delays: loopback, where the
+// clients connect to the server directly, then through a zktest Proxy (in a
+// process of its own: this program run as "bench serve-proxy TARGET DELAY")
+// that delays every packet by 1 ms, then by 5 ms, each way. In each profile
+// it first times a single request's round trip (the median of a hundred),
+// the unit of the handoffs per round trip it reports for the contended
+// Mutex. The delayed profiles run the workloads other than Mutex on at most
+// 8 sessions (-delayed-max-sessions): there a queue is bound by round trips,
+// not by CPU, so 32 sessions tell little more than 8 and take the longest (a
+// JVM with 32 clients to connect and warm up through the proxy).
+//
+// For every cell (workload × sessions × implementation) it runs
+// acquire/release cycles, back to back, for a fixed time on that many
+// sessions — each its own ZooKeeper session and TCP connection: a
+// zkconn.Session for dsync, a *zk.Conn for zk.Lock, a Curator client (in one
+// JVM) for Curator — and records cycles per second, the median and 99th
+// percentile of the acquire latency, the requests the server received per
+// cycle (from its mntr counters), and the CPU time per cycle of the clients
+// (getrusage for this process, /proc/self/stat for the JVM, over the timed
+// window) and of the server (/proc/PID/stat). In an RWMutex cell each cycle
+// takes the read lock with the workload's probability, else the write lock,
+// and the cycles and latencies of reads and writes are also kept apart. The
+// implementations in this process (dsync, zk.Lock) run in rounds, taking
+// turns, and each cell keeps its median round (by cycles per second), so
+// that a passing load on a shared machine does not decide a ratio; Curator,
+// a JVM per run, runs once for as long as the rounds take.
 //
 // It prints a Markdown report and writes it to bench/results.md, with a
-// chart of ops/s against sessions to bench/chart.png, and its tables to
-// README.md, between the lines <!-- bench:begin --> and <!-- bench:end -->.
-// Run it from the module root:
+// chart of ops/s against sessions, one row of panels per profile, to
+// bench/chart.svg, and the main table of the 1 ms profile to README.md,
+// between the lines <!-- bench:begin --> and <!-- bench:end -->. Run it
+// from the module root:
 //
-//	go run ./bench [-d 2s] [-rounds 3] [-sessions 1,8,32] [-rw-sessions 8,32] [-rw-mix 90,50] [-only rw]
+//	go run ./bench [-delays 0,1ms,5ms] [-delayed-max-sessions 8] [-d 2s] [-rounds 3] [-sessions 1,8,32] [-rw-sessions 8,32] [-rw-mix 90,50] [-only rw]
 //
 // -only runs some workloads (mutex, sem, semmutex, rw for every RWMutex mix,
-// or one mix such as rw90); a partial run writes only the files named by
-// -results, -chart and -readme on its command line.
+// or one mix such as rw90), or growth: how the costs grow with the work (see
+// growth.go; -growth-* flags); a partial run writes only the files named by
+// -results, -chart, -readme and -growth-chart on its command line.
 package main
 
 import (
@@ -39,7 +54,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"image/png"
 	"log"
 	"os"
 	"os/signal"
@@ -137,6 +151,9 @@ type cell struct {
 
 // config is what one run of the benchmark does.
 type config struct {
+	growth         growthConfig // the growth section (growth.go)
+	profiles       []profile
+	delayedMax     int           // see sessionsIn
 	duration       time.Duration // of a round
 	rounds         int
 	sessionTimeout time.Duration
@@ -149,18 +166,31 @@ type config struct {
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("bench: ")
+	if len(os.Args) == 4 && os.Args[1] == proxyCommand {
+		log.SetPrefix("bench proxy: ")
+		if err := serveProxy(os.Args[2], os.Args[3]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	delays := flag.String("delays", "0,1ms,5ms", "comma-separated network profiles: delays each way through a proxy, 0 for loopback")
+	delayedMax := flag.Int("delayed-max-sessions", 8, "in the delayed profiles, run workloads other than Mutex on at most this many sessions (0: no limit)")
 	duration := flag.Duration("d", 2*time.Second, "timed window of each round")
 	rounds := flag.Int("rounds", 3, "rounds of the in-process implementations per cell (the median is kept)")
 	sessionList := flag.String("sessions", "1,8,32", "comma-separated session counts (Mutex, Weighted, SemaphoreMutex)")
 	rwSessionList := flag.String("rw-sessions", "8,32", "comma-separated session counts of the RWMutex workloads")
 	rwMix := flag.String("rw-mix", "90,50", "comma-separated shares of read cycles of the RWMutex workloads, in % (0–100)")
-	only := flag.String("only", "", "comma-separated workloads to run (mutex, sem, semmutex, rw or rwNN); default all")
+	only := flag.String("only", "", "comma-separated workloads to run (mutex, sem, semmutex, rw or rwNN, growth); default all")
 	timeout := flag.Duration("session-timeout", 30*time.Second, "ZooKeeper session timeout of every client")
 	resultsPath := flag.String("results", "bench/results.md", "where to write the Markdown report (empty: nowhere)")
-	chartPath := flag.String("chart", "bench/chart.png", "where to write the chart (empty: nowhere)")
+	chartPath := flag.String("chart", "bench/chart.svg", "where to write the SVG chart (empty: nowhere)")
 	readmePath := flag.String("readme", "README.md", "write the tables between the bench markers of this file (empty: nowhere)")
 	flag.Parse()
 
+	profiles, err := parseProfiles(*delays)
+	if err != nil {
+		log.Fatal(err)
+	}
 	sessions, err := counts("-sessions", *sessionList, 1, 1<<20)
 	if err != nil {
 		log.Fatal(err)
@@ -180,8 +210,12 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	growth, err := newGrowthConfig(*only)
+	if err != nil {
+		log.Fatal(err)
+	}
 	cfg := config{
-		duration: *duration, rounds: *rounds, sessionTimeout: *timeout, plan: plan,
+		growth: growth, profiles: profiles, delayedMax: *delayedMax, duration: *duration, rounds: *rounds, sessionTimeout: *timeout, plan: plan,
 		resultsPath: *resultsPath, chartPath: *chartPath, readmePath: *readmePath,
 	}
 	if *only != "" { // a partial run overwrites only what it was told to
@@ -239,32 +273,17 @@ func makePlan(sessions, rwSessions, mixes []int, only string) ([]planned, error)
 		}
 	}
 	delete(want, "rw")
+	delete(want, growthKey) // not a workload: see growth.go
 	for k := range want {
-		return nil, fmt.Errorf("-only: no workload %q (have mutex, sem, semmutex, rw and the mixes of -rw-mix: rw90, …)", k)
+		return nil, fmt.Errorf("-only: no workload %q (have mutex, sem, semmutex, rw and the mixes of -rw-mix: rw90, …, and growth)", k)
 	}
 	return keep, nil
 }
 
 func run(ctx context.Context, cfg config) error {
 	begin := time.Now()
-	d, rounds := cfg.duration, cfg.rounds
-	cells := 0
-	javaCells := 0
-	for _, p := range cfg.plan {
-		for _, im := range p.impls {
-			cells += len(p.sessions)
-			if im.color == implCurator {
-				javaCells += len(p.sessions)
-			}
-		}
-	}
-	// Each Curator cell runs two JVMs (calibration and timed run), a few
-	// seconds each to start and connect; each Go round a moment to connect
-	// and close.
-	goRuns := (cells - javaCells) * rounds
-	window := time.Duration(rounds) * d
-	est := time.Duration(goRuns)*(d+200*time.Millisecond) + time.Duration(javaCells)*(window+4*time.Second) + 20*time.Second
-	log.Printf("%d cells, %d rounds of %v; expect about %v", cells, rounds, d, est.Round(10*time.Second))
+	log.Printf("%d profiles of up to %d cells, %d rounds of %v; expect about %v",
+		len(cfg.profiles), cellCount(cfg.plan), cfg.rounds, cfg.duration, estimate(cfg).Round(10*time.Second))
 
 	// fsync off for everyone: zktest's default (zookeeper.forceSync=no).
 	// The numbers compare clients, not disks.
@@ -273,6 +292,10 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer srv.Close()
+	pid, err := serverPid(srv.Addr())
+	if err != nil {
+		return fmt.Errorf("the server's pid, for its CPU time: %w", err)
+	}
 	dir, err := os.MkdirTemp("", "dsync-bench-curator")
 	if err != nil {
 		return err
@@ -283,49 +306,135 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	tool.Env = []string{"INTEROP_SESSION_MS=" + strconv.FormatInt(cfg.sessionTimeout.Milliseconds(), 10)}
-	e := &env{srv: srv, tool: tool, duration: d, sessionTimeout: cfg.sessionTimeout}
+	e := &env{srv: srv, serverPid: pid, addr: srv.Addr(), tool: tool, duration: cfg.duration, sessionTimeout: cfg.sessionTimeout}
 	version := "?"
 	if m, err := srv.Mntr(ctx); err == nil {
 		version, _, _ = strings.Cut(m["zk_version"], ",")
 	}
 
-	var results []cell
-	for _, p := range cfg.plan {
-		for _, n := range p.sessions {
+	var runs []profileRun
+	for _, p := range cfg.profiles {
+		r, err := runProfile(ctx, e, cfg, p)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+	}
+	growth, err := runGrowth(ctx, e, cfg.growth)
+	if err != nil {
+		return err
+	}
+
+	info := runInfo{
+		growth:         growth,
+		date:           begin.UTC().Format("2006-01-02 15:04 UTC"),
+		goVersion:      runtime.Version(),
+		cpus:           runtime.NumCPU(),
+		zkVersion:      version,
+		duration:       cfg.duration,
+		rounds:         cfg.rounds,
+		sessionTimeout: cfg.sessionTimeout,
+		delayedMax:     cfg.delayedMax,
+		took:           time.Since(begin),
+	}
+	return write(cfg, info, runs, begin)
+}
+
+// cellCount returns the number of cells of plan in one profile.
+func cellCount(plan []planned) int {
+	n := 0
+	for _, p := range plan {
+		n += len(p.impls) * len(p.sessions)
+	}
+	return n
+}
+
+// estimate guesses how long cfg takes. Each Curator cell runs a JVM, a few
+// seconds to start and connect; each Go round a moment to connect and close.
+func estimate(cfg config) time.Duration {
+	total := 20 * time.Second
+	window := time.Duration(cfg.rounds) * cfg.duration
+	for _, pr := range cfg.profiles {
+		for _, p := range cfg.plan {
+			n := time.Duration(len(sessionsIn(p, pr, cfg.delayedMax)))
+			for _, im := range p.impls {
+				if im.color == implCurator {
+					total += n * (window + 3*time.Second)
+				} else {
+					total += n * time.Duration(cfg.rounds) * (cfg.duration + 300*time.Millisecond)
+				}
+			}
+		}
+	}
+	return total
+}
+
+// sessionsIn returns the session counts of w to run in profile p: all of
+// them on loopback, and for the Mutex (its contended cells are the measure
+// of handoffs per round trip); in a delayed profile, the others' up to
+// delayedMax (0: all).
+func sessionsIn(w planned, p profile, delayedMax int) []int {
+	if p.delay == 0 || w.key == "mutex" || delayedMax <= 0 {
+		return w.sessions
+	}
+	var ns []int
+	for _, n := range w.sessions {
+		if n <= delayedMax {
+			ns = append(ns, n)
+		}
+	}
+	return ns
+}
+
+// runProfile measures every cell of cfg's plan in profile p: through a
+// delaying proxy if p has a delay, after timing a round trip.
+func runProfile(ctx context.Context, base *env, cfg config, p profile) (profileRun, error) {
+	e := *base
+	if p.delay > 0 {
+		proxy, err := startProxy(base.srv.Addr(), p.delay)
+		if err != nil {
+			return profileRun{}, err
+		}
+		defer proxy.close()
+		e.addr = proxy.addr
+	}
+	rtt, err := measureRTT(ctx, e.addr, cfg.sessionTimeout, rttSamples)
+	if err != nil {
+		return profileRun{}, fmt.Errorf("%s: %w", p.title(), err)
+	}
+	log.Printf("profile %s: round trip %.2f ms (median of %d)", p.title(), ms(rtt), rttSamples)
+	run := profileRun{profile: p, rtt: rtt}
+	d, rounds := cfg.duration, cfg.rounds
+	for _, w := range cfg.plan {
+		for _, n := range sessionsIn(w, p, cfg.delayedMax) {
 			runs := map[string][]result{}
 			for round := range rounds {
-				for _, im := range p.impls {
+				for _, im := range w.impls {
 					if im.color == implCurator && round > 0 {
 						continue
 					}
 					span := d
 					if im.color == implCurator {
-						span = window
+						span = time.Duration(rounds) * d
 					}
-					res, err := measure(ctx, e, p.workload, im, n, span)
+					res, err := measure(ctx, &e, p, w.workload, im, n, span)
 					if err != nil {
-						return err
+						return profileRun{}, err
 					}
 					runs[im.name] = append(runs[im.name], res)
 				}
 			}
-			for _, im := range p.impls {
-				results = append(results, cell{p.key, n, im.name, median(runs[im.name])})
+			for _, im := range w.impls {
+				run.cells = append(run.cells, cell{w.key, n, im.name, median(runs[im.name])})
 			}
 		}
 	}
+	return run, nil
+}
 
-	info := runInfo{
-		date:           begin.UTC().Format("2006-01-02 15:04 UTC"),
-		goVersion:      runtime.Version(),
-		cpus:           runtime.NumCPU(),
-		zkVersion:      version,
-		duration:       d,
-		rounds:         rounds,
-		sessionTimeout: cfg.sessionTimeout,
-		took:           time.Since(begin),
-	}
-	md := report(info, cfg.plan, results)
+// write prints the report and writes the files cfg names.
+func write(cfg config, info runInfo, runs []profileRun, begin time.Time) error {
+	md := report(info, cfg.plan, runs)
 	fmt.Print(md)
 	var wrote []string
 	if cfg.resultsPath != "" {
@@ -335,31 +444,23 @@ func run(ctx context.Context, cfg config) error {
 		wrote = append(wrote, cfg.resultsPath)
 	}
 	if cfg.chartPath != "" {
-		if err := writeChart(cfg.chartPath, makeChart(cfg.plan, results)); err != nil {
+		if err := os.WriteFile(cfg.chartPath, []byte(makeChart(cfg.plan, runs).svg()), 0o644); err != nil {
 			return err
 		}
 		wrote = append(wrote, cfg.chartPath)
 	}
 	if cfg.readmePath != "" {
-		if err := splice(cfg.readmePath, readmeTables(info, cfg.plan, results)); err != nil {
+		if err := splice(cfg.readmePath, readmeTables(info, cfg.plan, runs)); err != nil {
 			return err
 		}
 		wrote = append(wrote, cfg.readmePath)
 	}
-	log.Printf("wrote %s in %v", cmp.Or(strings.Join(wrote, ", "), "nothing"), time.Since(begin).Round(time.Second))
-	return nil
-}
-
-func writeChart(path string, c chart) error {
-	f, err := os.Create(path)
+	wrote, err := info.growth.writeChart(cfg.growth.chartPath, wrote)
 	if err != nil {
 		return err
 	}
-	if err := png.Encode(f, c.render()); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	log.Printf("wrote %s in %v", cmp.Or(strings.Join(wrote, ", "), "nothing"), time.Since(begin).Round(time.Second))
+	return nil
 }
 
 // The lines of README.md between which the bench writes its tables.
@@ -384,10 +485,10 @@ func splice(path, text string) error {
 	return os.WriteFile(path, []byte(out), 0o644)
 }
 
-// measure runs im's side of workload w on n sessions for window, and logs
-// the result.
-func measure(ctx context.Context, e *env, w workload, im impl, n int, window time.Duration) (result, error) {
-	path := fmt.Sprintf("/bench/%s/%s-%d", w.key, strings.ToLower(strings.ReplaceAll(im.name, ".", "")), n)
+// measure runs im's side of workload w on n sessions for window in profile
+// p, and logs the result.
+func measure(ctx context.Context, e *env, p profile, w workload, im impl, n int, window time.Duration) (result, error) {
+	path := fmt.Sprintf("/bench/%s/%s/%s-%d", p.key(), w.key, strings.ToLower(strings.ReplaceAll(im.name, ".", "")), n)
 	cctx, cancel := context.WithTimeout(ctx, window+3*time.Minute)
 	defer cancel()
 	t0 := time.Now()
@@ -395,11 +496,11 @@ func measure(ctx context.Context, e *env, w workload, im impl, n int, window tim
 	run.duration = window
 	res, err := im.run(cctx, &run, path, n)
 	if err != nil {
-		return result{}, fmt.Errorf("%s, %s, %d sessions: %w", w.title, im.name, n, err)
+		return result{}, fmt.Errorf("%s, %s, %s, %d sessions: %w", p.title(), w.title, im.name, n, err)
 	}
-	log.Printf("%-16s %-8s %2d sessions: %8.1f ops/s  p50 %7.2fms  p99 %7.2fms  %5.2f req/cycle  (%v)",
-		w.title, im.name, n, res.opsPerSec(), ms(res.p50), ms(res.p99), res.perCycle(res.reqs.packets),
-		time.Since(t0).Round(100*time.Millisecond))
+	log.Printf("%-8s %-16s %-8s %2d sessions: %7.1f ops/s  p50 %7.2fms  p99 %7.2fms  %5.2f req  cpu %4.0f+%4.0fµs  (%v)",
+		p.key(), w.title, im.name, n, res.opsPerSec(), ms(res.p50), ms(res.p99), res.perCycle(res.reqs.packets),
+		us(res.cpuPerCycle(res.clientCPU)), us(res.cpuPerCycle(res.serverCPU)), time.Since(t0).Round(100*time.Millisecond))
 	return res, nil
 }
 
@@ -413,47 +514,7 @@ func median(rs []result) result {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// makeChart plots ops/s against sessions, one panel per workload but for
-// the RWMutex workloads, which share one: the first mix in the usual
-// colours, the others lighter, with triangles.
-func makeChart(plan []planned, results []cell) chart {
-	c := chart{title: "dsync vs go-zookeeper zk.Lock vs Curator 5.4: acquire/release cycles per second"}
-	rwPanel := -1
-	for _, p := range plan {
-		i := len(c.panels)
-		if p.rw && rwPanel >= 0 {
-			i = rwPanel
-		} else {
-			title := p.title
-			if p.rw {
-				title, rwPanel = "RWMutex vs Curator's RW lock", i
-			}
-			c.panels = append(c.panels, panel{title: title})
-		}
-		light := p.rw && len(c.panels[i].series) > 0
-		for _, im := range p.impls {
-			s := series{label: im.legend}
-			switch im.color {
-			case implDsync:
-				s.color, s.marker = colorDsync, markCircle
-			case implZkLock:
-				s.color, s.marker = colorZkLock, markSquare
-			default:
-				s.color, s.marker = colorCurator, markDiamond
-			}
-			if light {
-				s.color, s.marker = lighter(s.color), markTriangle
-			}
-			for _, n := range p.sessions {
-				if r, ok := find(results, p.key, n, im.name); ok {
-					s.points = append(s.points, point{n, r.opsPerSec()})
-				}
-			}
-			c.panels[i].series = append(c.panels[i].series, s)
-		}
-	}
-	return c
-}
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func find(results []cell, workload string, sessions int, impl string) (result, bool) {
 	for _, c := range results {

@@ -60,6 +60,56 @@ func (c counters) minus(d counters) counters {
 	return counters{packets: c.packets - d.packets, writes: c.writes - d.writes, reads: c.reads - d.reads}
 }
 
+// A reading is what the meters say at one moment: the server's request
+// counters and CPU time, and this process's CPU time.
+type reading struct {
+	reqs   counters
+	server time.Duration // the ZooKeeper JVM's (/proc/PID/stat)
+	self   time.Duration // this process's (getrusage)
+}
+
+// read reads the meters: this process's CPU time last, so that the server's
+// answering mntr falls outside a window that starts here, and first when a
+// window ends (see done).
+func (e *env) read(ctx context.Context) (reading, error) {
+	reqs, err := readCounters(ctx, e.srv)
+	if err != nil {
+		return reading{}, err
+	}
+	server, err := procCPU(e.serverPid)
+	if err != nil {
+		return reading{}, fmt.Errorf("server CPU time: %w", err)
+	}
+	self, err := selfCPU()
+	if err != nil {
+		return reading{}, err
+	}
+	return reading{reqs, server, self}, nil
+}
+
+// done reads the meters at the end of a window that began at the reading
+// b, and returns what the window used: the requests and CPU time of the
+// server, and this process's CPU time.
+func (e *env) done(ctx context.Context, b reading) (reading, error) {
+	self, err := selfCPU()
+	if err != nil {
+		return reading{}, err
+	}
+	server, err := procCPU(e.serverPid)
+	if err != nil {
+		return reading{}, fmt.Errorf("server CPU time: %w", err)
+	}
+	reqs, err := readCounters(ctx, e.srv)
+	if err != nil {
+		return reading{}, err
+	}
+	return reading{reqs.since(b.reqs), server - b.server, self - b.self}, nil
+}
+
+func (r reading) minus(s reading) reading {
+	return reading{r.reqs.minus(s.reqs), r.server - s.server, r.self - s.self}
+}
+
 // A result is one implementation's measurement of one workload on some
 // number of sessions.
 type result struct {
@@ -67,6 +117,9 @@ type result struct {
 	seconds  float64       // the window's wall time
 	p50, p99 time.Duration // acquire latency
 	reqs     counters      // requests the server received in the window
+	// CPU time used in the window by the client (this process for dsync and
+	// zk.Lock, the JVM for Curator), and by the server.
+	clientCPU, serverCPU time.Duration
 	// read and write split ops, p50 and p99 between an RWMutex workload's
 	// read cycles and write cycles; zero for the other workloads.
 	read, write side
@@ -100,6 +153,14 @@ func (r result) perCycle(n int64) float64 {
 		return 0
 	}
 	return float64(n) / float64(r.ops)
+}
+
+// cpuPerCycle returns d per cycle.
+func (r result) cpuPerCycle(d time.Duration) time.Duration {
+	if r.ops == 0 {
+		return 0
+	}
+	return d / time.Duration(r.ops)
 }
 
 // percentile returns the q-quantile of sorted (nearest rank), 0 if empty.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -17,54 +18,226 @@ type runInfo struct {
 	duration       time.Duration // of a round
 	rounds         int
 	sessionTimeout time.Duration
+	delayedMax     int // see sessionsIn
 	took           time.Duration
+	growth         *growthResult // the growth section (growth.go), if it ran
 }
 
-// report formats the results as Markdown: the main table (one row per
-// primitive and session count, dsync and each peer side by side, with the
-// ratio of dsync's ops/s to each peer's), the RWMutex table (reads and
-// writes apart), then the requests per cycle split into writes and reads,
-// then how it was measured.
-func report(info runInfo, plan []planned, results []cell) string {
+// A profileRun is what was measured in one network profile.
+type profileRun struct {
+	profile
+	rtt   time.Duration // a single request's round trip (median)
+	cells []cell
+}
+
+// heading returns the profile's title with its round trip.
+func (r profileRun) heading() string {
+	return fmt.Sprintf("%s (round trip %.2f ms)", capitalize(r.title()), ms(r.rtt))
+}
+
+// report formats the results as Markdown: the handoffs per round trip of
+// the contended Mutex in every profile, then a section per profile (the
+// main table: one row per primitive and session count, dsync and each peer
+// side by side, with the ratio of dsync's ops/s to each peer's; the RWMutex
+// table, reads and writes apart; the requests per cycle split into writes
+// and reads), then how it was measured.
+func report(info runInfo, plan []planned, runs []profileRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# dsync benchmark results\n\n")
 	fmt.Fprintf(&b, "`go run ./bench` (make bench), %s: %s, %d CPUs, ZooKeeper %s (standalone, loopback, fsync off),\n",
 		info.date, info.goVersion, info.cpus, info.zkVersion)
 	fmt.Fprintf(&b, "Curator 5.4 (Debian's jars); back-to-back acquire/release cycles: for dsync and zk.Lock the median of %d rounds of %v,\n"+
-		"taking turns, for Curator one window of %v; session timeout %v; the run took %v.\n\n",
-		info.rounds, info.duration, info.duration*time.Duration(info.rounds), info.sessionTimeout, info.took.Round(time.Second))
+		"taking turns, for Curator one window of %v; session timeout %v; network profiles: %s%s; the run took %v.\n\n",
+		info.rounds, info.duration, info.duration*time.Duration(info.rounds), info.sessionTimeout, profileList(runs),
+		delayedNote(info, runs), info.took.Round(time.Second))
 
-	fmt.Fprintf(&b, "## Throughput, acquire latency and ZooKeeper requests per cycle\n\n")
-	fmt.Fprintf(&b, "ops/s: cycles per second, all sessions together. p50, p99: acquire latency in ms. req: requests the server received per cycle. dsync/peer: ratio of ops/s (above 1: dsync is faster).\n\n")
-	table(&b, plan, results, []string{"ops/s", "p50", "p99", "req"}, stats, true)
-	if hasRW(plan) {
-		fmt.Fprintf(&b, "\n## RWMutex: reads and writes\n\n")
-		b.WriteString(rwIntro + "\n\n")
-		rwTable(&b, plan, results)
-		b.WriteString(scaling(plan, results))
+	if hasMutex(plan) && slices.ContainsFunc(runs, func(r profileRun) bool { return r.delay > 0 }) {
+		fmt.Fprintf(&b, "## Contended Mutex: handoffs per round trip\n\n")
+		b.WriteString(handoffIntro + "\n\n")
+		handoffTable(&b, plan, runs)
+	}
+	for _, r := range runs {
+		fmt.Fprintf(&b, "\n## %s\n\n", r.heading())
+		profileSection(&b, plan, r)
 	}
 
-	fmt.Fprintf(&b, "\n## Requests per cycle: writes + reads\n\n")
-	fmt.Fprintf(&b, "Writes: create, delete, multi (dsync's release is one multi) (mntr zk_cnt_updatelatency). Reads: getChildren, getData, exists, and pings (zk_cnt_readlatency).\n\n")
-	table(&b, plan, results, []string{""}, split, false)
-
-	b.WriteString(method)
-	fmt.Fprintf(&b, "  In this run that is at most %.3f requests per cycle in any dsync or zk.Lock cell.\n", pingBound(info, results))
+	b.WriteString(info.growth.markdown())
+	var all []cell
+	for _, r := range runs {
+		all = append(all, r.cells...)
+	}
+	b.WriteString(method(pingBound(info, all), tickBound(all)))
 	return b.String()
 }
 
-// readmeTables formats what README.md shows between the bench markers: the
-// main table and the RWMutex table.
-func readmeTables(info runInfo, plan []planned, results []cell) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "`make bench` of %s (%d CPUs; the whole report: [bench/results.md](bench/results.md)):\n\n", info.date, info.cpus)
-	table(&b, plan, results, []string{"ops/s", "p50", "p99", "req"}, stats, true)
+// profileSection writes the tables of one profile.
+func profileSection(b *strings.Builder, plan []planned, r profileRun) {
+	fmt.Fprintf(b, "%s\n\n", profileIntro(r.profile))
+	fmt.Fprintf(b, "### Throughput, acquire latency, requests and CPU time per cycle\n\n")
+	b.WriteString(mainIntro + "\n\n")
+	table(b, plan, r.cells, mainCols, stats, true)
 	if hasRW(plan) {
-		b.WriteString("\n" + rwIntro + "\n\n")
-		rwTable(&b, plan, results)
-		b.WriteString(scaling(plan, results))
+		fmt.Fprintf(b, "\n### RWMutex: reads and writes\n\n")
+		b.WriteString(rwIntro + "\n\n")
+		rwTable(b, plan, r.cells)
+		b.WriteString(scaling(plan, r.cells))
+	}
+	fmt.Fprintf(b, "\n### Requests per cycle: writes + reads\n\n")
+	fmt.Fprintf(b, "Writes: create, delete, multi (dsync's release is one multi) (mntr zk_cnt_updatelatency). Reads: getChildren, getData, exists, and pings (zk_cnt_readlatency).\n\n")
+	table(b, plan, r.cells, []string{""}, split, false)
+}
+
+// delayedNote says, if it applies, on how many sessions the delayed
+// profiles run the workloads other than Mutex.
+func delayedNote(info runInfo, runs []profileRun) string {
+	if info.delayedMax <= 0 || !slices.ContainsFunc(runs, func(r profileRun) bool { return r.delay > 0 }) {
+		return ""
+	}
+	return fmt.Sprintf(" (where they delay, workloads other than Mutex run on at most %d sessions: their queues are bound by round trips there)", info.delayedMax)
+}
+
+// profileIntro says how the clients reach the server in p.
+func profileIntro(p profile) string {
+	if p.delay == 0 {
+		return "The clients connect to the server directly, on loopback."
+	}
+	return fmt.Sprintf("Every client, Go and Java, connects through a zktest Proxy (a process of its own) that delays every packet by %s ms each way.",
+		strconv.FormatFloat(ms(p.delay), 'f', -1, 64))
+}
+
+// profileList names the profiles, in order.
+func profileList(runs []profileRun) string {
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.title())
+	}
+	return strings.Join(names, ", ")
+}
+
+// readmeProfile returns the run README.md shows: the 1 ms profile, else the
+// first with a delay, else the first.
+func readmeProfile(runs []profileRun) profileRun {
+	for _, r := range runs {
+		if r.delay == time.Millisecond {
+			return r
+		}
+	}
+	for _, r := range runs {
+		if r.delay > 0 {
+			return r
+		}
+	}
+	return runs[0]
+}
+
+// readmeTables formats what README.md shows between the bench markers: the
+// main table of one profile (readmeProfile) and its handoffs per round trip.
+func readmeTables(info runInfo, plan []planned, runs []profileRun) string {
+	if len(runs) == 0 {
+		return ""
+	}
+	r := readmeProfile(runs)
+	var b strings.Builder
+	var others []profileRun
+	for _, o := range runs {
+		if o.profile != r.profile {
+			others = append(others, o)
+		}
+	}
+	rest := "The RWMutex tables"
+	if len(others) > 0 {
+		rest = "The other profiles (" + profileList(others) + "), the RWMutex tables"
+	}
+	fmt.Fprintf(&b, "`make bench` of %s (%d CPUs), profile %s. %s A request's round trip is %.2f ms. "+
+		"%s and how it was measured: [bench/results.md](bench/results.md).\n\n",
+		info.date, info.cpus, r.title(), profileIntro(r.profile), ms(r.rtt), rest)
+	b.WriteString(mainIntro + "\n\n")
+	table(&b, plan, r.cells, mainCols, stats, true)
+	if line := handoffLine(plan, r); line != "" {
+		b.WriteString("\n" + line + "\n")
 	}
 	return b.String()
+}
+
+// mainCols are the columns of each implementation in the main table.
+var mainCols = []string{"ops/s", "p50", "p99", "req", "cpu", "zk cpu"}
+
+const mainIntro = "ops/s: cycles per second, all sessions together. p50, p99: acquire latency in ms. " +
+	"req: requests the server received per cycle. cpu: the clients' CPU time per cycle in µs (this Go process for " +
+	"dsync and zk.Lock, the JVM for Curator); zk cpu: the ZooKeeper server's. dsync/peer: ratio of ops/s (above 1: dsync is faster)."
+
+var handoffIntro = fmt.Sprintf("A contended Mutex hands the lock on at best once per round trip: the release travels to the "+
+	"server, the next holder is told, and its own release travels back. ops/s × RTT, where RTT is a single "+
+	"request's round trip through the same network (the median of %d exists requests, timed before the "+
+	"profile's cells, with no cell running), is the share of that limit a lock reaches: 1 is one handoff per round trip. "+
+	"On loopback a round trip is scheduling and CPU rather than network, so the limit says little there and "+
+	"the table leaves loopback out.", rttSamples)
+
+func hasMutex(plan []planned) bool {
+	return slices.ContainsFunc(plan, func(p planned) bool { return p.key == "mutex" })
+}
+
+// handoffTable writes one row per profile and contended session count of
+// the Mutex workload: each implementation's ops/s and ops/s × RTT.
+func handoffTable(b *strings.Builder, plan []planned, runs []profileRun) {
+	i := slices.IndexFunc(plan, func(p planned) bool { return p.key == "mutex" })
+	w := plan[i]
+	b.WriteString("| profile | RTT (ms) | sessions |")
+	rule := "|---|--:|--:|"
+	for _, im := range w.impls {
+		fmt.Fprintf(b, " %s ops/s | × RTT |", im.name)
+		rule += "--:|--:|"
+	}
+	b.WriteString("\n" + rule + "\n")
+	for _, r := range runs {
+		if r.delay == 0 {
+			continue
+		}
+		for _, n := range w.sessions {
+			if n < 2 {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %.2f | %d |", r.title(), ms(r.rtt), n)
+			for _, im := range w.impls {
+				if c, ok := find(r.cells, w.key, n, im.name); ok {
+					fmt.Fprintf(b, " %.0f | %.2f |", c.opsPerSec(), c.opsPerSec()*r.rtt.Seconds())
+				} else {
+					b.WriteString(" — | — |")
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+}
+
+// handoffLine says, in one sentence, the contended Mutex's ops/s × RTT of
+// each implementation in r.
+func handoffLine(plan []planned, r profileRun) string {
+	i := slices.IndexFunc(plan, func(p planned) bool { return p.key == "mutex" })
+	if i < 0 {
+		return ""
+	}
+	w := plan[i]
+	var parts []string
+	for _, n := range w.sessions {
+		if n < 2 {
+			continue
+		}
+		var vals []string
+		for _, im := range w.impls {
+			if c, ok := find(r.cells, w.key, n, im.name); ok {
+				vals = append(vals, fmt.Sprintf("%s %.2f", im.name, c.opsPerSec()*r.rtt.Seconds()))
+			}
+		}
+		if len(vals) > 0 {
+			parts = append(parts, fmt.Sprintf("%d sessions: %s", n, strings.Join(vals, ", ")))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Contended Mutex, handoffs per round trip (ops/s × RTT; 1 is the limit, one handoff per round trip): " +
+		strings.Join(parts, "; ") + "."
 }
 
 const rwIntro = "RWMutex (Curator: InterProcessReadWriteLock): each cycle takes the read lock (RLock, RUnlock; Curator's " +
@@ -196,9 +369,11 @@ func scaling(plan []planned, results []cell) string {
 	return b.String()
 }
 
-// stats formats ops/s, p50, p99 and requests per cycle as four cells.
+// stats formats ops/s, p50, p99, requests per cycle and the client's and
+// the server's CPU time per cycle as six cells.
 func stats(r result) string {
-	return fmt.Sprintf("%.0f | %.2f | %.2f | %.2f", r.opsPerSec(), ms(r.p50), ms(r.p99), r.perCycle(r.reqs.packets))
+	return fmt.Sprintf("%.0f | %.2f | %.2f | %.2f | %.0f | %.0f", r.opsPerSec(), ms(r.p50), ms(r.p99), r.perCycle(r.reqs.packets),
+		us(r.cpuPerCycle(r.clientCPU)), us(r.cpuPerCycle(r.serverCPU)))
 }
 
 // sideStats formats a kind of cycle's ops/s, p50 and p99 as three cells
@@ -215,11 +390,20 @@ func split(r result) string {
 	return fmt.Sprintf("%.2f + %.2f", r.perCycle(r.reqs.writes), r.perCycle(r.reqs.reads))
 }
 
-const method = `
+// method says how it was measured, with the bounds of this run on what
+// pings add to the requests per cycle and on what a clock tick is per cycle.
+func method(pingBound, tickBound float64) string {
+	return fmt.Sprintf(`
 ## How it was measured
 
 - One ZooKeeper 3.8 server (zkconn/zktest), fsync off (zookeeper.forceSync=no) for every implementation, on
   the same machine as the clients. Each cell uses its own lock path.
+- Network profiles: on loopback the clients connect to the server directly. In a delayed profile every client
+  (this program's and the JVM's) connects through a zktest Proxy that holds every packet for the delay in each
+  direction (Proxy.SetDelay), run as a process of its own ("bench serve-proxy") so that its CPU time is not
+  the Go clients'. Timers on these machines have about 1 ms of granularity, so a delay is a little longer
+  than it says: the round trip (RTT) is measured, not assumed — a go-zookeeper client's exists("/") %d
+  times in a row through the same proxy, the median, before the profile's cells.
 - Every simulated session is a ZooKeeper session of its own on its own TCP connection: a zkconn.Session with
   its own dsync primitive (dsync), a *zk.Conn with its own zk.NewLock (zk.Lock), a Curator client with its
   own recipe instance, one thread each, all in one JVM (Curator, internal/curator's "bench" command).
@@ -227,17 +411,37 @@ const method = `
   Latency is that of the acquire call (Lock, Acquire(ctx, 1), RLock; Curator's acquire()). An RWMutex
   session draws each cycle's kind at random (read with the workload's probability), and runs one untimed
   cycle of each kind first.
-- Requests: the delta of mntr's zk_packets_received over the window, less the mntr request itself. For dsync
-  and zk.Lock, mntr is read right before and right after the window, after one untimed warm-up cycle per
-  session. The Curator program reports only at its end, so its count covers the whole JVM run (connect,
-  one warm-up cycle per session, close); the same command run with a 0 s window measures that overhead,
-  which is subtracted (an estimate: warm-up cycles contend differently from run to run).
-- Curator's window is timed by the JVM (from its start signal to the end of the last thread, closing its
-  client included); dsync's and zk.Lock's by this program.
+- Requests: the delta of mntr's zk_packets_received over the window, less the mntr request itself, read right
+  before and right after the window, after one untimed warm-up cycle per session and before any session
+  closes. The Curator program says when its clients are warm and waits to be told to go, and keeps its
+  clients open after its report until it is told to close them, so its window is metered the same way.
+- Curator's window is timed by the JVM (from its start signal to the end of the last thread's last cycle);
+  dsync's and zk.Lock's by this program. The Go sessions of a cell connect, warm up and close in parallel,
+  outside the window.
 - Pings count as requests: ZooKeeper 3.8's mntr has no counter that tells them apart (a ping is a packet and
   a read in zk_cnt_readlatency). go-zookeeper (dsync, zk.Lock) pings every session timeout / 3 even when
   busy; Curator pings only idle connections, and its sessions are never idle in the window.
-`
+  In this run that is at most %.3f requests per cycle in any dsync or zk.Lock cell.
+- CPU time is read with the request counters, around the same window. The clients': getrusage(RUSAGE_SELF)
+  of this process for dsync and zk.Lock (nothing else runs in it meanwhile: the proxy has its own process),
+  the JVM's utime + stime from /proc/PID/stat for Curator. The server's: the ZooKeeper JVM's utime + stime
+  from /proc/PID/stat. Both JVMs' figures include their garbage collection and JIT compilation. /proc counts
+  in clock ticks of 10 ms, so those figures are good to a tick per window: in this run at most %.0f µs per
+  cycle in any cell.
+`, rttSamples, pingBound, tickBound)
+}
+
+// tickBound returns the most that one clock tick of /proc's CPU times
+// amounts to per cycle in any cell, in µs.
+func tickBound(cells []cell) float64 {
+	bound := 0.0
+	for _, c := range cells {
+		if c.res.ops > 0 {
+			bound = max(bound, us(clockTick)/float64(c.res.ops))
+		}
+	}
+	return bound
+}
 
 // pingBound returns the most that pings can add to the requests per cycle
 // of any go-zookeeper cell: each session pings at most once per session

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -14,14 +16,18 @@ import (
 
 	"github.com/dsync-go/dsync"
 	"github.com/dsync-go/dsync/internal/curator"
+	"github.com/dsync-go/dsync/internal/syncbuf"
 	"github.com/dsync-go/dsync/zkconn"
 	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 )
 
 // env is what every run needs.
 type env struct {
 	srv            *zktest.Server
+	serverPid      int    // of srv's JVM, for its CPU time
+	addr           string // where clients connect: srv, or a proxy to it
 	tool           *curator.Tool
 	duration       time.Duration // timed window of a cell
 	sessionTimeout time.Duration
@@ -50,31 +56,42 @@ const (
 // made by newContender(i) on its own ZooKeeper session, run acquire/release
 // cycles on their own goroutines for e.duration. Each first runs one untimed
 // cycle of each kind (creating the parents, warming its connection); the
-// server's counters are read right before and after the timed window, so
-// nothing but cycles (and pings: see counters) falls in it.
+// contenders connect and warm up in parallel, and close in parallel after
+// the window. The meters are read right before and after the timed window
+// (see env.read), so nothing but cycles (and pings: see counters) falls in
+// it.
 func runGo(ctx context.Context, e *env, sessions int, newContender func(i int) (contender, error)) (res result, err error) {
-	cs := make([]contender, 0, sessions)
+	cs := make([]*contender, sessions)
 	defer func() {
+		var wg sync.WaitGroup
 		for _, c := range cs {
-			c.close()
-		}
-	}()
-	for i := range sessions {
-		c, err := newContender(i)
-		if err != nil {
-			return result{}, err
-		}
-		cs = append(cs, c)
-	}
-	for _, c := range cs {
-		for k := range max(1, c.kinds) {
-			if err := cycle(ctx, c, k); err != nil {
-				return result{}, fmt.Errorf("warm-up cycle: %w", err)
+			if c != nil {
+				wg.Go(c.close)
 			}
 		}
+		wg.Wait()
+	}()
+	var g errgroup.Group
+	for i := range sessions {
+		g.Go(func() error {
+			c, err := newContender(i)
+			if err != nil {
+				return err
+			}
+			cs[i] = &c
+			for k := range max(1, c.kinds) {
+				if err := cycle(ctx, c, k); err != nil {
+					return fmt.Errorf("warm-up cycle: %w", err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return result{}, err
 	}
 
-	before, err := readCounters(ctx, e.srv)
+	before, err := e.read(ctx)
 	if err != nil {
 		return result{}, err
 	}
@@ -109,7 +126,7 @@ func runGo(ctx context.Context, e *env, sessions int, newContender func(i int) (
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	after, err := readCounters(ctx, e.srv)
+	used, err := e.done(ctx, before)
 	if err != nil {
 		return result{}, err
 	}
@@ -122,7 +139,7 @@ func runGo(ctx context.Context, e *env, sessions int, newContender func(i int) (
 	}
 	res.seconds = elapsed.Seconds()
 	res.p50, res.p99 = latencies(all)
-	res.reqs = after.since(before)
+	res.reqs, res.clientCPU, res.serverCPU = used.reqs, used.self, used.server
 	if cs[0].kinds == 2 {
 		res.read, res.write = sideOf(samples[kindRead]), sideOf(samples[kindWrite])
 	}
@@ -161,7 +178,7 @@ func simple(acquire func(context.Context) error, release func() error, close fun
 func (e *env) dial(ctx context.Context) (*zkconn.Session, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return zkconn.Dial(ctx, []string{e.srv.Addr()},
+	return zkconn.Dial(ctx, []string{e.addr},
 		zkconn.WithSessionTimeout(e.sessionTimeout),
 		zkconn.WithLogger(slog.New(slog.DiscardHandler)))
 }
@@ -263,7 +280,7 @@ func pickKind(roll, readPct int) int {
 // zkLock runs go-zookeeper's zk.Lock, one *zk.Conn per session.
 func zkLock(ctx context.Context, e *env, path string, sessions int) (result, error) {
 	return runGo(ctx, e, sessions, func(int) (contender, error) {
-		c, _, err := zk.Connect([]string{e.srv.Addr()}, e.sessionTimeout,
+		c, _, err := zk.Connect([]string{e.addr}, e.sessionTimeout,
 			zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
 		if err != nil {
 			return contender{}, err
@@ -284,56 +301,92 @@ func (quietZK) Printf(string, ...any) {}
 // curatorRunner returns a runner of the Java program's bench command for
 // kind (one JVM, one Curator client per session, see internal/curator).
 //
-// The program connects its clients and runs a warm-up cycle on each before
-// its timed window, and closes them after, all in the JVM's run, and it
-// prints only at the end: the counters read around the run include that
-// traffic. To take it out, the same command is first run with a window of 0
-// seconds (connect, warm up, close, no timed cycle), and its requests are
-// subtracted. The warm-up cycles contend in both runs, so this is an
-// estimate, good to a few requests in thousands.
+// The program connects its clients and runs a warm-up cycle on each, says
+// "ready" and waits; the meters are read, and it is told to go; once it has
+// reported its window, they are read again, and only then may it close its
+// clients. So the server's requests and CPU time, and the JVM's CPU time
+// (/proc/PID/stat), are those of the window alone, as for dsync and zk.Lock.
 //
 // extra are the command's arguments after SECONDS: MAX for sem, READPCT for
 // rw.
 func curatorRunner(kind string, extra ...string) runner {
 	return func(ctx context.Context, e *env, path string, sessions int) (result, error) {
-		overhead, _, err := runJava(ctx, e, kind, path, sessions, 0, extra)
-		if err != nil {
-			return result{}, fmt.Errorf("calibration run: %w", err)
-		}
-		total, res, err := runJava(ctx, e, kind, path, sessions, e.duration, extra)
-		if err != nil {
-			return result{}, err
-		}
-		res.reqs = total.minus(overhead)
-		return res, nil
+		args := append([]string{"bench", kind, e.addr, path, strconv.Itoa(sessions),
+			strconv.FormatFloat(e.duration.Seconds(), 'f', -1, 64)}, extra...)
+		return runJava(ctx, e, args)
 	}
 }
 
-// runJava runs "bench KIND CONNECT PATH SESSIONS SECONDS EXTRA..." and
-// returns the requests the server received during the whole run, and the
-// program's report.
-func runJava(ctx context.Context, e *env, kind, path string, sessions int, d time.Duration, extra []string) (counters, result, error) {
-	args := append([]string{"bench", kind, e.srv.Addr(), path, strconv.Itoa(sessions),
-		strconv.FormatFloat(d.Seconds(), 'f', -1, 64)}, extra...)
-	before, err := readCounters(ctx, e.srv)
+// runJava runs the Java program with args, a bench command, and reads the
+// meters around its window.
+func runJava(ctx context.Context, e *env, args []string) (res result, err error) {
+	cmd := e.tool.Command(ctx, args...)
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return counters{}, result{}, err
+		return result{}, err
 	}
-	lines, err := e.tool.Run(ctx, args...)
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return counters{}, result{}, err
+		return result{}, err
 	}
-	after, err := readCounters(ctx, e.srv)
-	if err != nil {
-		return counters{}, result{}, err
+	if err := cmd.Start(); err != nil {
+		return result{}, err
 	}
-	for _, l := range lines {
-		if strings.HasPrefix(l, "ops=") {
-			res, err := parseJavaReport(l)
-			return after.since(before), res, err
+	defer func() {
+		stdin.Close() // the program closes its clients and exits
+		if err != nil {
+			cmd.Process.Kill()
 		}
+		io.Copy(io.Discard, stdout)
+		if werr := cmd.Wait(); werr != nil && err == nil {
+			err = werr
+		}
+		if err != nil {
+			err = fmt.Errorf("curator bench: %w\nstderr:\n%s", err, strings.TrimSpace(stderr.String()))
+		}
+	}()
+	lines := bufio.NewScanner(stdout)
+	await := func(prefix string) (string, error) {
+		for lines.Scan() {
+			if l := lines.Text(); strings.HasPrefix(l, prefix) {
+				return l, nil
+			}
+		}
+		return "", fmt.Errorf("ended before it printed %q", prefix)
 	}
-	return counters{}, result{}, fmt.Errorf("curator bench printed no report: %q", lines)
+	if _, err := await("ready"); err != nil {
+		return result{}, err
+	}
+	before, err := e.read(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	jvm0, err := procCPU(cmd.Process.Pid)
+	if err != nil {
+		return result{}, fmt.Errorf("JVM CPU time: %w", err)
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		return result{}, err
+	}
+	report, err := await("ops=")
+	if err != nil {
+		return result{}, err
+	}
+	jvm1, err := procCPU(cmd.Process.Pid)
+	if err != nil {
+		return result{}, fmt.Errorf("JVM CPU time: %w", err)
+	}
+	used, err := e.done(ctx, before)
+	if err != nil {
+		return result{}, err
+	}
+	if res, err = parseJavaReport(report); err != nil {
+		return result{}, err
+	}
+	res.reqs, res.serverCPU, res.clientCPU = used.reqs, used.server, jvm1-jvm0
+	return res, nil
 }
 
 // parseJavaReport parses "ops=N seconds=S p50_us=P p99_us=Q", and the

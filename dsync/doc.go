@@ -32,9 +32,34 @@
 //	                    a quarter of the granted session timeout)
 //	-exit-lost N        exit status when -lost term ended CMD (default 3)
 //	-session-timeout D  ZooKeeper session timeout (default 10s)
+//	-dial-timeout D     give up if no ZooKeeper server answers within D
+//	                    (default 15s)
 //	-revocable          (lock only) make the hold revocable: see Revocation
 //
-// "ls" and "revoke" take -zk, -session-timeout, and -timeout (default 30s).
+// "ls" and "revoke" take -zk, -session-timeout, -dial-timeout, and -timeout
+// (default 30s).
+//
+// Every command gives up, with exit status 1, when no server of -zk
+// answers within -dial-timeout, and says so on stderr, naming the servers:
+//
+//	dsync: no ZooKeeper server answered within 15s: zk1:2181, zk2:2181
+//
+// A bad -dial-timeout (not a duration, or not positive) is bad usage (exit
+// status 2), found before anything is dialed. The default is Curator's
+// default connection timeout; it does not follow -session-timeout, which is
+// how long a session outlives a dropped connection, not how long to wait for
+// the first one. A -timeout that passes first ends the dial too, and its
+// message says that no server answered.
+//
+// While "lock" or "sem" waits in line, after 3s it says once on stderr who
+// holds the lock, if stderr is a terminal (not in a log or a pipe):
+//
+//	dsync: waiting for /locks/x (held by host=web1 pid=4242, session 0x1000a2b3c4d0005)
+//
+// with the holder's node data (host and pid for dsync, an IP address for
+// Curator, nothing for a revocable holder) and its ZooKeeper session, as
+// "dsync ls" shows them; for a semaphore, how many leases are held and who
+// holds the first.
 //
 // CMD runs with dsync's standard input, output and error, in a process
 // group of its own, so that signals reach every process it starts; it is
@@ -81,6 +106,29 @@
 // without the lock: deliver signals to dsync, not to CMD. Whenever dsync
 // ends CMD or forwards a signal, a line on stderr says why.
 //
+// # TLS
+//
+// Every command connects over TLS, to the servers' secureClientPort
+// (ZooKeeper's NettyServerCnxnFactory), when given any of:
+//
+//	-tls-ca FILE    trust the CA certificates in PEM FILE to sign the
+//	                servers' certificates (default: the system's CAs)
+//	-tls-cert FILE  present the client certificate in PEM FILE
+//	-tls-key FILE   its private key, in PEM FILE (not encrypted)
+//
+// -tls-cert and -tls-key go together. Without them dsync presents no
+// certificate, which servers refuse unless ssl.clientAuth is "want" or
+// "none" (ZooKeeper's default is "need"). A server's certificate must name
+// the host given in -zk (a DNS name, or an IP address). A missing partner
+// flag, an unreadable file, a CA file without a PEM certificate, or a
+// certificate and key that do not match is bad usage (exit status 2), found
+// before anything is dialed. A handshake refused by every server of -zk
+// (no certificate, or one signed by a CA the servers do not trust; or a
+// server certificate -tls-ca does not trust) ends the command at once with
+// exit status 1 and a message that says so:
+//
+//	dsync: /locks/x: zkconn: dial [zk1:2281]: zkconn: TLS handshake refused by every server: TLS handshake with 10.0.0.1:2281: refused by the server: remote error: tls: bad certificate
+//
 // # Revocation
 //
 // "dsync lock -revocable" holds the mutex as Curator's makeRevocable does:
@@ -101,14 +149,16 @@
 // never overwrites the data of a node that is not revocable. It prints
 // "asked NODE" on stdout for each node it asked. It exits 0 when it asked
 // every holder (at least one), and 1 when nobody holds PATH, the node does
-// not exist, a holder is not revocable (the others are still asked),
-// ZooKeeper failed or -timeout passed; 2 on bad usage.
+// not exist, a holder is not revocable (the others are still asked), no
+// ZooKeeper server answered (-dial-timeout), ZooKeeper failed or -timeout
+// passed; 2 on bad usage.
 //
 // Exit status (lock and sem):
 //
 //	CMD's status  CMD ran; 128+N if CMD was killed by signal N
 //	1             the lock was not acquired: held (-try), timed out
-//	              (-timeout), or ZooKeeper failed; with -revocable, a
+//	              (-timeout), no ZooKeeper server answered
+//	              (-dial-timeout), or ZooKeeper failed; with -revocable, a
 //	              revocation was requested before CMD started (it did not
 //	              run); also ls and revoke failures
 //	2             bad usage

@@ -29,8 +29,9 @@ const exitStatusHelp = `
 Exit status:
   CMD's status  CMD ran (128+N if it was killed by signal N)
   1             the lock was not acquired: held (-try), timed out (-timeout),
-                or ZooKeeper failed; or, with -revocable, its revocation was
-                requested before CMD started (CMD did not run)
+                no ZooKeeper server answered (-dial-timeout), or ZooKeeper
+                failed; or, with -revocable, its revocation was requested
+                before CMD started (CMD did not run)
   2             bad usage
   3             the lock was lost while CMD ran (-lost term); CMD was terminated
                 (-exit-lost sets this status)
@@ -74,6 +75,9 @@ session timeout, dsync takes the lock as lost and SIGKILLs the stopped
 group instead of continuing it. On Linux, if dsync dies without ending CMD
 (SIGKILL), the kernel SIGKILLs CMD's first process (Pdeathsig), not the
 rest of its group.
+
+While dsync waits in line, after 3s it says once on stderr who holds the
+lock, if stderr is a terminal.
 
 With -revocable, the hold is revocable (Curator's makeRevocable): its node
 has empty data, and when "dsync revoke" (or Curator's Revoker) asks for the
@@ -135,7 +139,8 @@ const revokeExitHelp = `
 Exit status:
   0  every holder was asked (at least one)
   1  not every holder was asked: nobody holds PATH, the node does not exist,
-     a holder is not revocable, ZooKeeper failed, or -timeout passed
+     a holder is not revocable, no ZooKeeper server answered (-dial-timeout),
+     ZooKeeper failed, or -timeout passed
   2  bad usage
 `
 
@@ -173,6 +178,7 @@ type settings struct {
 	servers        []string // -zk split
 	timeout        time.Duration
 	sessionTimeout time.Duration
+	dialTimeout    time.Duration
 	try            bool
 	lost           lossAction
 	grace          time.Duration // -grace, if graceSet; else graceFor decides
@@ -183,6 +189,7 @@ type settings struct {
 	revocable      bool  // lock
 	path           string
 	argv           []string // CMD and its arguments (lock, sem)
+	tls            tlsFlags // -tls-ca, -tls-cert, -tls-key
 }
 
 // runsCMD reports whether the subcommand name runs a CMD while it holds.
@@ -200,6 +207,8 @@ func newFlagSet(name string, s *settings, out io.Writer) *flag.FlagSet {
 	s.lost = lossTerm
 	fs.StringVar(&s.zk, "zk", zk, "comma-separated ZooKeeper servers, `host:port,...`; $DSYNC_ZK sets the default")
 	fs.DurationVar(&s.sessionTimeout, "session-timeout", 10*time.Second, "ZooKeeper session timeout `D` (the server may clamp it)")
+	s.tls.register(fs)
+	fs.DurationVar(&s.dialTimeout, "dial-timeout", defaultDialTimeout, "give up (exit 1) if no ZooKeeper server answers within `D`")
 	switch name {
 	case "ls":
 		fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "give up connecting and listing after `D`")
@@ -291,12 +300,17 @@ func parse(name string, args []string) (*settings, error) {
 	switch {
 	case s.sessionTimeout <= 0:
 		return nil, usageError("-session-timeout must be positive")
+	case s.dialTimeout <= 0:
+		return nil, usageError("-dial-timeout must be positive")
 	case s.timeout < 0:
 		return nil, usageError("-timeout must not be negative")
 	case s.grace < 0:
 		return nil, usageError("-grace must not be negative")
 	case s.exitLost < 0 || s.exitLost > 255:
 		return nil, usageError("-exit-lost must be between 0 and 255")
+	}
+	if err := s.tls.load(); err != nil {
+		return nil, err
 	}
 	if runsCMD(name) {
 		if _, err := graceFor(s, s.sessionTimeout); err != nil {

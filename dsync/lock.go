@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -38,7 +37,11 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 	sigs, stop := notifySignals()
 	defer stop()
 
-	sess, g, code := acquire(ctx, name, s, sigs, stderr)
+	var notice time.Duration
+	if isTerminal(stderr) {
+		notice = waitNoticeAfter
+	}
+	sess, g, code := acquire(ctx, name, s, notice, sigs, stderr)
 	if g == nil {
 		return code
 	}
@@ -48,22 +51,18 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 	return code
 }
 
-// acquire connects and takes the lock, giving up after -timeout, at once
-// under -try if others are ahead, on a signal from sigs, or when
-// ctx is done. On failure it reports why on stderr and returns a nil grant
-// and the exit status, having closed the Session.
-func acquire(ctx context.Context, name string, s *settings, sigs <-chan os.Signal, stderr io.Writer) (*zkconn.Session, *grant, int) {
+// acquire connects and takes the lock, giving up after -timeout, after
+// -dial-timeout if no server answers, at once under -try if others are
+// ahead, on a signal from sigs, or when ctx is done. After waiting notice
+// in line (0: never), it says on stderr who holds the lock. On failure it
+// reports why on stderr and returns a nil grant and the exit status, having
+// closed the Session.
+func acquire(ctx context.Context, name string, s *settings, notice time.Duration, sigs <-chan os.Signal, stderr io.Writer) (*zkconn.Session, *grant, int) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	limit := s.timeout
-	if s.try && (limit == 0 || limit > s.sessionTimeout) {
-		// -try waits for nobody, but reaching ZooKeeper takes a moment:
-		// bound that as TryLock does.
-		limit = s.sessionTimeout
-	}
-	if limit > 0 {
+	if s.timeout > 0 {
 		var stop context.CancelFunc
-		wctx, stop = context.WithTimeoutCause(wctx, limit, errTimedOut)
+		wctx, stop = context.WithTimeoutCause(wctx, s.timeout, errTimedOut)
 		defer stop()
 	}
 
@@ -74,7 +73,7 @@ func acquire(ctx context.Context, name string, s *settings, sigs <-chan os.Signa
 	}
 	done := make(chan result, 1)
 	go func() {
-		sess, g, err := take(wctx, name, s, stderr)
+		sess, g, err := take(wctx, name, s, notice, stderr)
 		done <- result{sess, g, err}
 	}()
 	var sig os.Signal
@@ -103,14 +102,17 @@ func acquire(ctx context.Context, name string, s *settings, sigs <-chan os.Signa
 				return r.sess, r.g, 0
 			}
 			var usage *badUsage
+			_, unanswered := dialTimedOut(r.err)
 			switch {
 			case errors.As(r.err, &usage):
 				fmt.Fprintf(stderr, "dsync %s: %v\n", name, r.err)
 				return nil, nil, exitUsage
+			case unanswered:
+				fmt.Fprintf(stderr, "dsync: %v\n", r.err)
 			case errors.Is(r.err, dsync.ErrWouldBlock):
 				fmt.Fprintf(stderr, "dsync: %s is held\n", s.path)
 			case errors.Is(r.err, errTimedOut):
-				fmt.Fprintf(stderr, "dsync: timed out waiting for %s\n", s.path)
+				fmt.Fprintf(stderr, "dsync: timed out waiting for %s%s\n", s.path, dialNote(r.err))
 			default:
 				fmt.Fprintf(stderr, "dsync: %s: %v\n", s.path, r.err)
 			}
@@ -119,17 +121,14 @@ func acquire(ctx context.Context, name string, s *settings, sigs <-chan os.Signa
 	}
 }
 
-// take dials ZooKeeper and acquires the mutex or the leases. On failure it
-// closes the Session and returns the cause of ctx (errTimedOut…) when ctx
-// ended the wait, or dsync.ErrWouldBlock under -try.
-func take(ctx context.Context, name string, s *settings, stderr io.Writer) (*zkconn.Session, *grant, error) {
-	sess, err := zkconn.Dial(ctx, s.servers,
-		zkconn.WithSessionTimeout(s.sessionTimeout),
-		zkconn.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+// take dials ZooKeeper and acquires the mutex or the leases, saying on
+// stderr who holds them once it has waited notice in line (0: never). On
+// failure it closes the Session and returns a *dialError if no server
+// answered (see dialZK), the cause of ctx (errTimedOut…) when ctx ended the
+// wait, or dsync.ErrWouldBlock under -try.
+func take(ctx context.Context, name string, s *settings, notice time.Duration, stderr io.Writer) (*zkconn.Session, *grant, error) {
+	sess, err := dialZK(ctx, s, stderr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, context.Cause(ctx)
-		}
 		return nil, nil, err
 	}
 	timeout := sess.SessionTimeout()
@@ -138,12 +137,21 @@ func take(ctx context.Context, name string, s *settings, stderr io.Writer) (*zkc
 		sess.Close()
 		return nil, nil, err
 	}
+	if s.try {
+		// -try waits for nobody, but its requests take a moment: bound
+		// them as TryLock does (-dial-timeout bounded the dial).
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, s.sessionTimeout, errTimedOut)
+		defer stop()
+	}
+	stopNotice := noticeWaiting(ctx, sess, name, s, notice, stderr)
 	var g *grant
 	if name == "sem" {
 		g, err = takeLeases(ctx, sess, s)
 	} else {
 		g, err = takeMutex(ctx, sess, s)
 	}
+	stopNotice()
 	if err != nil {
 		sess.Close()
 		if ctx.Err() != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,11 +33,16 @@ func runLs(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 	}
 	rows, err := list(ctx, s, stderr)
 	if err != nil {
+		if de, ok := dialTimedOut(err); ok {
+			fmt.Fprintf(stderr, "dsync: %v\n", de)
+			return exitFail
+		}
+		note := dialNote(err)
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
 		if errors.Is(err, errTimedOut) {
-			fmt.Fprintf(stderr, "dsync: timed out listing %s\n", s.path)
+			fmt.Fprintf(stderr, "dsync: timed out listing %s%s\n", s.path, note)
 		} else {
 			fmt.Fprintf(stderr, "dsync: ls %s: %v\n", s.path, err)
 		}
@@ -63,9 +67,7 @@ func runLs(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 
 // list connects and lists the nodes at s.path in order: holders first.
 func list(ctx context.Context, s *settings, stderr io.Writer) ([]row, error) {
-	sess, err := zkconn.Dial(ctx, s.servers,
-		zkconn.WithSessionTimeout(s.sessionTimeout),
-		zkconn.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	sess, err := dialZK(ctx, s, stderr)
 	if err != nil {
 		return nil, err
 	}

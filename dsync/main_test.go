@@ -114,12 +114,22 @@ type proc struct {
 // start runs the dsync binary with args. It is killed when the test ends.
 func start(t testing.TB, args ...string) *proc {
 	t.Helper()
+	return startWith(t, nil, args...)
+}
+
+// startWith is start with setup, if not nil, called on p before it starts
+// (to give it other stdio, say).
+func startWith(t testing.TB, setup func(*proc), args ...string) *proc {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	p := &proc{cmd: exec.CommandContext(ctx, bin, args...), done: make(chan struct{})}
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	p.cmd.Env = append(os.Environ(), "DSYNC_ZK=") // only -zk counts
 	p.cmd.WaitDelay = 5 * time.Second
+	if setup != nil {
+		setup(p)
+	}
 	if err := p.cmd.Start(); err != nil {
 		cancel()
 		t.Fatal(err)

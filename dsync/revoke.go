@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"path"
 	"strings"
 
@@ -21,9 +20,7 @@ func runRevoke(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeoutCause(ctx, s.timeout, errTimedOut)
 		defer cancel()
 	}
-	sess, err := zkconn.Dial(ctx, s.servers,
-		zkconn.WithSessionTimeout(s.sessionTimeout),
-		zkconn.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	sess, err := dialZK(ctx, s, stderr)
 	if err != nil {
 		return revokeFailed(ctx, s.path, err, stderr)
 	}
@@ -53,7 +50,12 @@ func runRevoke(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 // revokeFailed reports on stderr why dsync revoke failed, and returns its
 // exit status.
 func revokeFailed(ctx context.Context, p string, err error, stderr io.Writer) int {
+	if de, ok := dialTimedOut(err); ok {
+		fmt.Fprintf(stderr, "dsync: %v\n", de)
+		return exitFail
+	}
 	unknown := errors.Is(err, dsync.ErrOutcomeUnknown)
+	note := dialNote(err)
 	if ctx.Err() != nil {
 		err = context.Cause(ctx)
 	}
@@ -61,7 +63,7 @@ func revokeFailed(ctx context.Context, p string, err error, stderr io.Writer) in
 	case errors.Is(err, errTimedOut) && unknown:
 		fmt.Fprintf(stderr, "dsync: timed out asking %s; the last request may or may not have been written\n", p)
 	case errors.Is(err, errTimedOut):
-		fmt.Fprintf(stderr, "dsync: timed out asking %s\n", p)
+		fmt.Fprintf(stderr, "dsync: timed out asking %s%s\n", p, note)
 	case errors.Is(err, dsync.ErrNoNode):
 		fmt.Fprintf(stderr, "dsync: no such node: %s\n", p)
 	case errors.Is(err, dsync.ErrNotRevocable):

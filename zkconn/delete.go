@@ -26,7 +26,48 @@ import (
 // nodes) and waits for these goroutines. Errors other than a lost connection
 // (no permission, say) are logged, not retried.
 func (h Handle) Delete(path string, fire ...string) <-chan struct{} {
-	return h.guarantee("delete "+path, func(c *zk.Conn) error {
+	_, settled := h.send(path, fire)
+	return settled
+}
+
+// Release is Delete for a release: it returns once the delete has gone out
+// on h's connection (a write to a socket, not a round trip), or sooner if
+// the connection is down, h's session lost, or the write does not happen
+// within releaseWait (go-zookeeper holds requests back while it re-sends
+// credentials after a reconnect, say). ZooKeeper applies a session's
+// requests in the order they come on its connection, so whatever the
+// process sends through the Session after Release returns is applied after
+// the delete, though nobody waited for its reply. (If the delete went out
+// late, or the connection drops before its reply and it is sent again on
+// the next one, a request made meanwhile may come first: the process then
+// waits behind its own node until the delete lands.)
+//
+// sent closes once the delete has gone out (or settled): a caller that must
+// come after it for sure (the next acquisition of the same lock) waits for
+// it.
+func (h Handle) Release(path string, fire ...string) (sent, settled <-chan struct{}) {
+	link := h.Refresh().link
+	sent, settled = h.send(path, fire)
+	t := time.NewTimer(releaseWait)
+	defer t.Stop()
+	select {
+	case <-sent:
+	case <-link:
+	case <-h.gen.lost:
+	case <-t.C:
+	}
+	return sent, settled
+}
+
+// releaseWait bounds Release's wait for its request to be written: a write
+// to a socket takes microseconds, unless go-zookeeper is not sending.
+const releaseWait = 10 * time.Millisecond
+
+// send starts a guaranteed delete (see Delete). sent closes once it has gone
+// out on a connection, or has settled.
+func (h Handle) send(path string, fire []string) (sent, settled <-chan struct{}) {
+	sent, done := h.gen.c.wire.awaitDelete(path)
+	settled = h.guarantee("delete "+path, done, func(c *zk.Conn) error {
 		if len(fire) > 0 {
 			ops := make([]any, 0, 2*len(fire)+1)
 			for _, p := range fire {
@@ -43,13 +84,14 @@ func (h Handle) Delete(path string, fire ...string) <-chan struct{} {
 		}
 		return nil
 	})
+	return sent, settled
 }
 
 // forgetProtected deletes, with Delete's guarantee, every child of parent
 // whose name starts with prefix: the node a create whose reply was lost may
 // have made.
 func (h Handle) forgetProtected(parent, prefix string) {
-	h.guarantee("forget "+parent+"/"+prefix, func(c *zk.Conn) error {
+	h.guarantee("forget "+parent+"/"+prefix, nil, func(c *zk.Conn) error {
 		children, _, err := c.Children(parent)
 		if err != nil {
 			if errors.Is(err, zk.ErrNoNode) {
@@ -70,13 +112,16 @@ func (h Handle) forgetProtected(parent, prefix string) {
 }
 
 // guarantee runs op until it settles (see Delete) on a goroutine the
-// Session owns.
-func (h Handle) guarantee(what string, op func(*zk.Conn) error) <-chan struct{} {
+// Session owns, then calls after (if not nil).
+func (h Handle) guarantee(what string, after func(), op func(*zk.Conn) error) <-chan struct{} {
 	done := make(chan struct{})
 	s := h.s
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		if after != nil {
+			after()
+		}
 		close(done)
 		return done
 	}
@@ -85,6 +130,9 @@ func (h Handle) guarantee(what string, op func(*zk.Conn) error) <-chan struct{} 
 	go func() {
 		defer s.bg.Done()
 		defer close(done)
+		if after != nil {
+			defer after()
+		}
 		h.report(what, h.Do(context.Background(), op))
 	}()
 	return done
@@ -97,27 +145,4 @@ func (h Handle) report(what string, err error) {
 		return
 	}
 	h.s.cfg.logger.Error("zkconn: "+what+" failed", "err", err)
-}
-
-// Settle waits for done (a channel from Delete) for as long as the servers
-// answer as fast as they have lately: at most four recent round trips (and
-// at least 10ms), and not past a drop of h's connection. A release that
-// settles meanwhile is visible to everyone once Settle returns, as a
-// sync.Mutex's is; one that does not goes on in the background, so that
-// Settle never waits on a slow or silent network.
-func (h Handle) Settle(done <-chan struct{}) {
-	select {
-	case <-done:
-		return
-	default:
-	}
-	bound := max(4*h.gen.c.wire.RoundTrip(), 10*time.Millisecond)
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	case <-h.Refresh().link: // the connection up now, not when h was made
-	case <-h.gen.lost:
-	}
 }

@@ -8,6 +8,9 @@
 // timeout) and Closed, to any number of subscribers, without ever blocking the
 // client or dropping a transition. After a loss it carries on with a new
 // ZooKeeper session, so values made at start-up keep working.
+// It connects over plain TCP, or over TLS with WithTLS (ZooKeeper's
+// secureClientPort; a handshake every server refuses fails Dial at once with
+// ErrTLSHandshake).
 //
 // A Handle (Session.Current) names one ZooKeeper session. Nodes created
 // through it belong to that session; its Lost and Suspended channels tell a

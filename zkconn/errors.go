@@ -3,6 +3,8 @@ package zkconn
 import (
 	"errors"
 	"fmt"
+	"net"
+	"syscall"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -18,6 +20,15 @@ var ErrClosed = errors.New("zkconn: session closed")
 // new ZooKeeper session.
 var ErrSessionLost = errors.New("zkconn: zookeeper session lost")
 
+// ErrTLSHandshake is wrapped by Dial's error when every server refused the
+// TLS handshake (WithTLS) before any accepted a connection: a server did not
+// accept the client's certificate, or the client presented none where the
+// server requires one, or the client did not accept a server's certificate
+// (signed by a CA it does not trust, or not naming the server). The
+// wrapping error says which, server by server. Trying again with the same
+// certificates does not help.
+var ErrTLSHandshake = errors.New("zkconn: TLS handshake refused")
+
 // ErrBadPath is wrapped by the error ValidatePath returns for a path
 // ZooKeeper would reject, or that dsync refuses to use.
 var ErrBadPath = errors.New("zkconn: bad path")
@@ -31,8 +42,12 @@ var ErrUnknownOutcome = errors.New("zkconn: outcome unknown")
 // a request was in flight: the request may or may not have been applied, and
 // the session may still be alive.
 func transient(err error) bool {
+	var opErr *net.OpError
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionMoved)
+		errors.Is(err, zk.ErrSessionMoved) ||
+		// go-zookeeper hands a failed write's error to the request
+		// as it is (write: broken pipe, say): the connection is going.
+		errors.As(err, &opErr) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // ended reports whether err means that the session or the client is gone.

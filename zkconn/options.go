@@ -1,6 +1,7 @@
 package zkconn
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -26,6 +27,8 @@ type config struct {
 	acl            []zk.ACL
 	dialer         zk.Dialer
 	resolver       *net.Resolver
+	tls            *tls.Config // nil: plain TCP
+	tlsSet         bool        // WithTLS was given (with nil, Dial fails)
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -50,6 +53,11 @@ func newConfig(opts []Option) (config, error) {
 		return c, errors.New("zkconn: nil dialer")
 	case c.resolver == nil:
 		return c, errors.New("zkconn: nil resolver")
+	case c.tlsSet && c.tls == nil:
+		return c, errors.New("zkconn: nil TLS config")
+	}
+	if c.tls != nil {
+		c.tls = c.tls.Clone()
 	}
 	return c, nil
 }
@@ -97,4 +105,26 @@ func WithDialer(d zk.Dialer) Option {
 // fail. Lookups are bounded by Dial's ctx, and later ones by Close.
 func WithResolver(r *net.Resolver) Option {
 	return optionFunc(func(c *config) { c.resolver = r })
+}
+
+// WithTLS makes the Session connect to every server over TLS with cfg, as
+// ZooKeeper's secureClientPort (serverCnxnFactory NettyServerCnxnFactory)
+// expects: give Dial the servers' secure ports. The default is plain TCP.
+// A nil cfg makes Dial fail: a Session never falls back to plain TCP.
+//
+// Dial takes a copy of cfg (later changes to it do not count). For servers
+// that require client certificates (ssl.clientAuth=need, their default), set
+// Certificates; RootCAs says which CAs sign the servers' certificates
+// (default: the system's). If ServerName is empty, each connection verifies
+// the server's certificate against the host of its address as given to
+// Dial, before any name is looked up: a host name (a DNS name in the
+// certificate) or an IP address (an IP address in it).
+//
+// The handshake runs over the connection WithDialer makes, and gets at least
+// a third of the session timeout. A server that refuses the handshake, or
+// whose certificate cfg refuses, is tried again like one that is down; but
+// when every server has refused it before any accepted a connection, Dial
+// returns at once with an error wrapping ErrTLSHandshake that says why.
+func WithTLS(cfg *tls.Config) Option {
+	return optionFunc(func(c *config) { c.tls, c.tlsSet = cfg, true })
 }

@@ -47,6 +47,7 @@ type Session struct {
 type client struct {
 	conn       *zk.Conn
 	wire       *wire
+	connector  *connector
 	authed     bool // WithDigestAuth credentials accepted (or none set)
 	hasSession bool // the conn's last session event was HasSession
 }
@@ -60,8 +61,11 @@ type generation struct {
 }
 
 // Dial connects to the ZooKeeper ensemble at servers ("host:port") and
-// returns once a ZooKeeper session is established, or ctx's error (wrapped)
-// if ctx is done first, having released everything it started.
+// returns once a ZooKeeper session is established, or ctx's error (wrapped,
+// and followed by how the last attempt on each server failed, if one did)
+// if ctx is done first, having released everything it started. With
+// WithTLS it also fails, before ctx is done, when every server refused the
+// TLS handshake (ErrTLSHandshake).
 func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -73,7 +77,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := resolve(ctx, cfg.resolver, servers)
+	addrs, names, err := resolve(ctx, cfg.resolver, servers)
 	if err != nil {
 		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
 	}
@@ -87,8 +91,12 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		subs:    make(map[*Subscription]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// refused ends the wait when every server refuses the TLS handshake.
+	wait, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
 	s.mu.Lock()
-	s.cur, err = s.newClientLocked(addrs)
+	first, err := s.newClientLocked(addrs, names, refused)
+	s.cur = first
 	s.mu.Unlock()
 	if err != nil {
 		s.cancel()
@@ -96,8 +104,14 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	}
 	s.bg.Add(1)
 	go s.run()
-	if _, err := s.Current(ctx); err != nil {
+	if _, err := s.Current(wait); err != nil {
+		attempts := first.connector.attempts() // before Close ends those under way
 		s.Close()
+		if cause := context.Cause(wait); ctx.Err() == nil && errors.Is(cause, ErrTLSHandshake) {
+			err = cause
+		} else if attempts != nil {
+			err = fmt.Errorf("%w; connection attempts: %w", err, attempts)
+		}
 		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
 	}
 	return s, nil
@@ -110,14 +124,17 @@ func closedChan() chan struct{} {
 }
 
 // resolve looks up the host names in servers ("host:port"), and returns the
-// "ip:port" addresses to connect to, within ctx. It runs without s.mu: a slow
-// name server must not hold up Close or the event callback.
-func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, error) {
+// "ip:port" addresses to connect to, within ctx, and the host name each
+// address of a name came from (the first, if several lead to one address),
+// for TLS to verify. It runs without s.mu: a slow name server must not hold
+// up Close or the event callback.
+func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, map[string]string, error) {
 	var addrs []string
+	names := map[string]string{}
 	for _, srv := range servers {
 		host, port, err := net.SplitHostPort(srv)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if net.ParseIP(host) != nil {
 			addrs = append(addrs, srv)
@@ -125,31 +142,46 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, 
 		}
 		ips, err := r.LookupHost(ctx, host)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, ip := range ips {
-			addrs = append(addrs, net.JoinHostPort(ip, port))
+			addr := net.JoinHostPort(ip, port)
+			addrs = append(addrs, addr)
+			if _, ok := names[addr]; !ok {
+				names[addr] = host
+			}
 		}
 	}
-	return addrs, nil
+	return addrs, names, nil
 }
 
 // newClientLocked starts a new *zk.Conn to addrs (resolved: go-zookeeper
-// then looks nothing up). go-zookeeper calls onEvent from its own goroutine,
-// which takes s.mu: holding it here orders those calls after the assignment
-// of c.conn.
-func (s *Session) newClientLocked(addrs []string) (*client, error) {
-	c := &client{authed: s.cfg.authScheme == "", wire: newWire(s.cfg.dialer)}
+// then looks nothing up; names maps them to the host names they came from).
+// refused, if not nil, is told when every server refused the TLS handshake
+// (see connector). go-zookeeper calls onEvent from its own goroutine, which
+// takes s.mu: holding it here orders those calls after the assignment of
+// c.conn.
+func (s *Session) newClientLocked(addrs []string, names map[string]string, refused func(error)) (*client, error) {
+	cn := newConnector(&s.cfg, addrs, names, refused)
+	c := &client{authed: s.cfg.authScheme == "", wire: newWire(cn.dialer()), connector: cn}
 	conn, _, err := zk.Connect(addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),
 		zk.WithLogger(zkLogger{s.cfg.logger}),
 	)
 	if err != nil {
+		cn.close()
 		return nil, fmt.Errorf("zkconn: %w", err)
 	}
 	c.conn = conn
 	return c, nil
+}
+
+// close closes c's *zk.Conn, ending first a TLS handshake under way (which
+// go-zookeeper's Close does not wait for).
+func (c *client) close() {
+	c.connector.close()
+	c.conn.Close()
 }
 
 // onEvent runs on go-zookeeper's goroutine for every event of c and must not
@@ -345,7 +377,7 @@ func (s *Session) retireLocked(c *client) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		c.conn.Close()
+		c.close()
 	}()
 	select {
 	case s.kick <- struct{}{}:
@@ -356,7 +388,7 @@ func (s *Session) retireLocked(c *client) {
 // replace starts a new *zk.Conn if the Session is open and its current one
 // is old. It reports false if the server list did not resolve.
 func (s *Session) replace(old *client) bool {
-	addrs, err := resolve(s.ctx, s.cfg.resolver, s.servers)
+	addrs, names, err := resolve(s.ctx, s.cfg.resolver, s.servers)
 	if err != nil {
 		if s.ctx.Err() == nil {
 			s.cfg.logger.Error("zkconn: cannot resolve the servers", "servers", s.servers, "err", err)
@@ -368,7 +400,7 @@ func (s *Session) replace(old *client) bool {
 	if s.closed || s.cur != old {
 		return true
 	}
-	next, err := s.newClientLocked(addrs)
+	next, err := s.newClientLocked(addrs, names, nil)
 	if err != nil {
 		s.cfg.logger.Error("zkconn: cannot start a new connection", "err", err)
 		return false
@@ -458,7 +490,7 @@ func (s *Session) Close() error {
 		c := s.cur
 		s.mu.Unlock()
 		if c != nil {
-			c.conn.Close()
+			c.close()
 		}
 		s.bg.Wait()
 	})

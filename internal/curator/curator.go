@@ -58,15 +58,20 @@
 //	    Both create PATH (persistent, 4 zero bytes) and its missing parents
 //	    (containers) when PATH does not exist.
 //	bench KIND CONNECT PATH SESSIONS SECONDS [MAX]
-//	    SESSIONS threads with a client each contend for SECONDS after a
-//	    warm-up cycle each; prints one line
+//	    SESSIONS threads with a client each run a warm-up cycle each; then
+//	    the program prints "ready" and waits for a line or EOF on stdin;
+//	    then the threads contend for SECONDS, and it prints one line
 //	    "ops=N seconds=S p50_us=P p99_us=Q" (N cycles in S seconds of wall
-//	    time, acquire latency percentiles in microseconds).
+//	    time, from the start to the end of the last cycle, acquire latency
+//	    percentiles in microseconds), and waits for another line or EOF on
+//	    stdin before it closes the clients: the server's counters, read
+//	    after "ready" and after the report, count the cycles alone. Under
+//	    Run (stdin empty) it prints "ready", then the report.
 //	bench rw CONNECT PATH SESSIONS SECONDS READPCT
 //	    The same over InterProcessReadWriteLock, one per client: each cycle
 //	    takes the read lock with probability READPCT% (an integer 0–100),
-//	    else the write lock; the warm-up takes each once. Prints one line,
-//	    the bench line with six more fields:
+//	    else the write lock; the warm-up takes each once. Its report, between
+//	    "ready" and the end as above, is the bench line with six more fields:
 //	    "ops=N seconds=S p50_us=P p99_us=Q read_ops=R read_p50_us=RP
 //	    read_p99_us=RQ write_ops=W write_p50_us=WP write_p99_us=WQ"
 //	    (on one line, single spaces): N = R+W and P, Q are over all cycles;

@@ -49,8 +49,10 @@ type member struct {
 type layout struct {
 	dir        string
 	clientPort int
-	id         int      // myid of an ensemble member; 0 for a standalone server
-	members    []member // the ensemble; nil for a standalone server
+	id         int          // myid of an ensemble member; 0 for a standalone server
+	members    []member     // the ensemble; nil for a standalone server
+	securePort int          // the TLS client port (WithTLS); 0 for none
+	tls        *tlsMaterial // its certificates; nil for none
 }
 
 func (l *layout) dataDir() string { return filepath.Join(l.dir, dataSubdir) }
@@ -93,6 +95,18 @@ func (c *config) zooCfg(l *layout) string {
 	line("4lw.commands.whitelist=*")
 	line("admin.enableServer=false")
 	line("autopurge.purgeInterval=0")
+	if l.tls != nil {
+		// Keys ZooKeeper does not know become system properties with
+		// "zookeeper." before them: serverCnxnFactory and ssl.* among them.
+		line("secureClientPort=%d", l.securePort)
+		line("secureClientPortAddress=127.0.0.1")
+		line("serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory")
+		line("ssl.keyStore.location=%s", l.tls.keyStore)
+		line("ssl.keyStore.type=PEM")
+		line("ssl.trustStore.location=%s", l.tls.trustStore)
+		line("ssl.trustStore.type=PEM")
+		line("ssl.clientAuth=need")
+	}
 	if len(l.members) == 0 {
 		line("standaloneEnabled=true")
 		return b.String()

@@ -115,17 +115,35 @@
 // whatever else crosses a proxy (four-letter words) is forwarded as it
 // comes, delayed like the rest, and never matches.
 //
+// # TLS
+//
+// WithTLS gives a server (or every member of an ensemble) a second client
+// port that speaks only TLS and requires client certificates, as
+// production ensembles do: ZooKeeper's secureClientPort with the Netty
+// connection factory. zktest makes a CA, a server certificate and a client
+// certificate for it (ECDSA, PEM files in the server's directory).
+// Server.SecureAddr (Ensemble.SecureAddrs) is the port, Server.TLSConfig a
+// client *tls.Config the server accepts, and Server.ClientTLS the same
+// identity as files. NewTLSFiles makes a stranger's identity, signed by
+// another CA, for tests of refusals:
+//
+//	srv := zktest.Start(t, zktest.WithTLS())
+//	sess, err := zkconn.Dial(ctx, []string{srv.SecureAddr()}, zkconn.WithTLS(srv.TLSConfig()))
+//
+// The plain port (Server.Addr) keeps serving clients and four-letter words.
+//
 // # The servers
 //
-// Every server listens on 127.0.0.1 only: clients on a free port, ensemble
-// members also on two peer ports; nothing else (no AdminServer, no remote
-// JMX). Its configuration is made for tests: a tick of 200ms, session
-// timeouts from 400ms to 30s (see the options), no limit on connections per
-// client address, all four-letter words enabled, and no fsync, which keeps
-// data safe against a killed process but not against a power cut. The JVM is
-// kept small and quick to start (a 192MB heap, the serial collector, only the
-// quick JIT tier). The server log goes to zookeeper.log in the server's
-// directory, never to the test's output; Server.Log returns it.
+// Every server listens on 127.0.0.1 only: clients on a free port (TLS
+// clients on another, WithTLS), ensemble members also on two peer ports;
+// nothing else (no AdminServer, no remote JMX). Its configuration is made
+// for tests: a tick of 200ms, session timeouts from 400ms to 30s (see the
+// options), no limit on connections per client address, all four-letter
+// words enabled, and no fsync, which keeps data safe against a killed
+// process but not against a power cut. The JVM is kept small and quick to
+// start (a 192MB heap, the serial collector, only the quick JIT tier). The
+// server log goes to zookeeper.log in the server's directory, never to the
+// test's output; Server.Log returns it.
 //
 // # Goroutines
 //

@@ -64,12 +64,18 @@ func startEnsemble(dir string, n int, opts []Option) (*Ensemble, error) {
 	if err != nil {
 		return nil, err
 	}
-	inst, err := findInstallation()
+	inst, err := findInstallation(cfg.tls)
 	if err != nil {
 		return nil, err
 	}
+	var material *tlsMaterial
+	if cfg.tls {
+		if material, err = newTLSMaterial(dir); err != nil {
+			return nil, err
+		}
+	}
 	for attempt := 1; ; attempt++ {
-		e, err := tryEnsemble(dir, attempt, n, inst, cfg)
+		e, err := tryEnsemble(dir, attempt, n, inst, cfg, material)
 		if err == nil {
 			return e, nil
 		}
@@ -79,23 +85,31 @@ func startEnsemble(dir string, n int, opts []Option) (*Ensemble, error) {
 	}
 }
 
-// tryEnsemble starts the JVMs of all members at once and waits for the quorum.
-func tryEnsemble(dir string, attempt, n int, inst installation, cfg config) (*Ensemble, error) {
-	ports, err := freePorts(3 * n)
+// tryEnsemble starts the JVMs of all members at once and waits for the
+// quorum (and, with material, for every member's TLS port).
+func tryEnsemble(dir string, attempt, n int, inst installation, cfg config, material *tlsMaterial) (*Ensemble, error) {
+	per := 3 // client, peer and election ports
+	if material != nil {
+		per++ // and the TLS client port
+	}
+	ports, err := freePorts(per * n)
 	if err != nil {
 		return nil, err
 	}
 	members := make([]member, n)
 	for i := range members {
-		members[i] = member{id: i + 1, peerPort: ports[3*i+1], electionPort: ports[3*i+2]}
+		members[i] = member{id: i + 1, peerPort: ports[per*i+1], electionPort: ports[per*i+2]}
 	}
 	e := &Ensemble{}
 	for i := range n {
 		l := layout{
 			dir:        filepath.Join(dir, fmt.Sprintf("try%d-zk%d", attempt, i+1)),
-			clientPort: ports[3*i],
+			clientPort: ports[per*i],
 			id:         i + 1,
 			members:    members,
+		}
+		if material != nil {
+			l.securePort, l.tls = ports[per*i+3], material
 		}
 		e.servers = append(e.servers, newServer(fmt.Sprintf("zk%d", i+1), inst, cfg, l, false))
 	}
@@ -107,7 +121,13 @@ func tryEnsemble(dir string, attempt, n int, inst installation, cfg config) (*En
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	if _, err := e.waitQuorum(ctx, true); err != nil {
+	_, err = e.waitQuorum(ctx, true)
+	for _, s := range e.servers {
+		if err == nil {
+			err = s.waitSecure(ctx)
+		}
+	}
+	if err != nil {
 		var b strings.Builder
 		fmt.Fprintf(&b, "zktest: start ensemble of %d: %v", n, err)
 		for _, s := range e.servers {
@@ -130,6 +150,21 @@ func (e *Ensemble) Addrs() []string {
 	addrs := make([]string, len(e.servers))
 	for i, s := range e.servers {
 		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// SecureAddrs returns the members' TLS client addresses, in member order, if
+// the ensemble was started WithTLS, and nil otherwise. The members share
+// their certificates: any member's Server.TLSConfig and Server.ClientTLS do
+// for all of them. The caller owns the returned slice.
+func (e *Ensemble) SecureAddrs() []string {
+	if e.servers[0].secureAddr == "" {
+		return nil
+	}
+	addrs := make([]string, len(e.servers))
+	for i, s := range e.servers {
+		addrs[i] = s.SecureAddr()
 	}
 	return addrs
 }

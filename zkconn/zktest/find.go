@@ -37,6 +37,21 @@ var debianLogJars = []string{
 	"/usr/share/java/log4j-1.2.jar",
 }
 
+// debianNettyJars complete the Netty that zookeeper.jar's manifest names
+// (buffer, common, handler, transport, epoll) with the jars those need and
+// the manifest leaves out: without them the Netty connection factory, which
+// TLS needs (WithTLS), cannot load. They come with libnetty-java, which
+// Debian's ZooKeeper depends on.
+var debianNettyJars = []string{
+	"/usr/share/java/netty-codec.jar",
+	"/usr/share/java/netty-resolver.jar",
+	"/usr/share/java/netty-transport-native-unix-common.jar",
+}
+
+// nettyHint says how to get Debian's Netty jars.
+const nettyHint = "install Netty, which ZooKeeper's TLS needs, with: apt-get install libnetty-java" +
+	" (or set " + EnvClasspath + " to a Java classpath holding ZooKeeper's jars and Netty's)"
+
 // mainClass runs both standalone servers and quorum members.
 const mainClass = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
@@ -46,13 +61,14 @@ type installation struct {
 	classpath string
 }
 
-// findInstallation locates java and ZooKeeper, or says what to install.
-func findInstallation() (installation, error) {
+// findInstallation locates java and ZooKeeper, and with tls Netty too, or
+// says what to install.
+func findInstallation(tls bool) (installation, error) {
 	java, err := findJava()
 	if err != nil {
 		return installation{}, err
 	}
-	cp, err := findClasspath()
+	cp, err := findClasspath(tls)
 	if err != nil {
 		return installation{}, err
 	}
@@ -75,8 +91,8 @@ func findJava() (string, error) {
 }
 
 // findClasspath returns $DSYNC_ZOOKEEPER_CLASSPATH, else Debian's classpath
-// with the log4j binding appended.
-func findClasspath() (string, error) {
+// with the log4j binding appended, and with tls the rest of Netty.
+func findClasspath(tls bool) (string, error) {
 	if cp := os.Getenv(EnvClasspath); cp != "" {
 		return cp, nil
 	}
@@ -91,14 +107,23 @@ func findClasspath() (string, error) {
 	if allExist(debianLogJars) {
 		parts = append(parts, debianLogJars...)
 	}
+	if tls {
+		if missing := firstMissing(debianNettyJars); missing != "" {
+			return "", fmt.Errorf("%w: %s not found; %s", ErrNotInstalled, missing, nettyHint)
+		}
+		parts = append(parts, debianNettyJars...)
+	}
 	return strings.Join(parts, string(os.PathListSeparator)), nil
 }
 
-func allExist(paths []string) bool {
+func allExist(paths []string) bool { return firstMissing(paths) == "" }
+
+// firstMissing returns the first of paths that does not exist, or "".
+func firstMissing(paths []string) string {
 	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
-			return false
+			return p
 		}
 	}
-	return true
+	return ""
 }

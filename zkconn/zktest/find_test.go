@@ -22,9 +22,11 @@ func TestFindJavaMissing(t *testing.T) {
 
 func TestFindClasspathOverride(t *testing.T) {
 	t.Setenv(EnvClasspath, "/opt/zookeeper/lib/*")
-	cp, err := findClasspath()
-	if err != nil || cp != "/opt/zookeeper/lib/*" {
-		t.Errorf("findClasspath() = %q, %v; want the value of %s", cp, err, EnvClasspath)
+	for _, tls := range []bool{false, true} {
+		cp, err := findClasspath(tls)
+		if err != nil || cp != "/opt/zookeeper/lib/*" {
+			t.Errorf("findClasspath(%v) = %q, %v; want the value of %s", tls, cp, err, EnvClasspath)
+		}
 	}
 }
 

@@ -72,6 +72,23 @@ func WithSystemProperty(key, value string) Option {
 	})
 }
 
+// WithTLS makes the server also serve clients over TLS, on a port of its own
+// (Server.SecureAddr; Ensemble.SecureAddrs), as production ensembles do with
+// ZooKeeper's secureClientPort: the Netty connection factory, client
+// certificates required. zktest makes the certificates (ECDSA P-256, as PEM
+// files, in the server's directory): a CA, a server certificate for
+// 127.0.0.1 and localhost, and a client certificate the server accepts
+// (Server.ClientTLS, Server.TLSConfig). The members of an ensemble share
+// them. The plain client port (Server.Addr) serves as before. By default a
+// server has no TLS port.
+//
+// ZooKeeper's TLS needs Netty, whose jars Debian's ZooKeeper package brings
+// (libnetty-java); without them the server fails to start with an error
+// wrapping ErrNotInstalled.
+func WithTLS() Option {
+	return optionFunc(func(c *config) { c.tls = true })
+}
+
 // property is a Java system property.
 type property struct {
 	key, value string
@@ -83,6 +100,7 @@ type config struct {
 	minSessionTimeout time.Duration
 	maxSessionTimeout time.Duration
 	props             []property // in order; a later key overrides an earlier one
+	tls               bool       // also serve on a secure client port (WithTLS)
 }
 
 // newConfig applies opts to the defaults and checks the result.

@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,56 @@ func TestZooCfg(t *testing.T) {
 		if !strings.Contains(member2, want) {
 			t.Errorf("member zoo.cfg lacks %q:\n%s", want, member2)
 		}
+	}
+}
+
+func TestZooCfgTLS(t *testing.T) {
+	c, err := newConfig([]Option{WithTLS()})
+	if err != nil || !c.tls {
+		t.Fatalf("newConfig(WithTLS()) = %+v, %v; want tls", c, err)
+	}
+	m := &tlsMaterial{keyStore: "/x/tls/server.pem", trustStore: "/x/tls/ca.pem"}
+	cfg := c.zooCfg(&layout{dir: "/x", clientPort: 12345, securePort: 12346, tls: m})
+	for _, want := range []string{
+		"clientPort=12345\n",
+		"secureClientPort=12346\n",
+		"secureClientPortAddress=127.0.0.1\n",
+		"serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n",
+		"ssl.keyStore.location=/x/tls/server.pem\n",
+		"ssl.keyStore.type=PEM\n",
+		"ssl.trustStore.location=/x/tls/ca.pem\n",
+		"ssl.trustStore.type=PEM\n",
+		"ssl.clientAuth=need\n",
+	} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("TLS zoo.cfg lacks %q:\n%s", want, cfg)
+		}
+	}
+	if plain := c.zooCfg(&layout{dir: "/x", clientPort: 12345}); strings.Contains(plain, "secure") || strings.Contains(plain, "ssl.") {
+		t.Errorf("zoo.cfg without TLS material has TLS lines:\n%s", plain)
+	}
+}
+
+// TestTLSNeedsNetty: without Netty's jars, a server WithTLS fails to start
+// with an error that says what to install; one without TLS does not need
+// them.
+func TestTLSNeedsNetty(t *testing.T) {
+	t.Setenv(EnvClasspath, "")
+	saved := debianNettyJars
+	t.Cleanup(func() { debianNettyJars = saved })
+	debianNettyJars = []string{t.TempDir() + "/netty-codec.jar"}
+	if _, err := findClasspath(false); err != nil {
+		t.Errorf("findClasspath(false) without Netty: %v", err)
+	}
+	_, err := findClasspath(true)
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install libnetty-java") {
+		t.Errorf("findClasspath(true) without Netty = %v; want ErrNotInstalled saying to install libnetty-java", err)
+	}
+	if s, err := StartServer(WithTLS()); !errors.Is(err, ErrNotInstalled) {
+		if err == nil {
+			s.Close()
+		}
+		t.Errorf("StartServer(WithTLS()) without Netty = %v; want ErrNotInstalled", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package zktest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -37,12 +38,13 @@ var errPortInUse = errors.New("port in use")
 // Resume and Close take turns. A Server is made by Start, StartServer or
 // StartEnsemble; the zero value is not usable.
 type Server struct {
-	name   string // in messages: "zk", or "zk1"… in an ensemble
-	addr   string
-	inst   installation
-	cfg    config
-	layout layout
-	ownDir bool // Close removes layout.dir
+	name       string // in messages: "zk", or "zk1"… in an ensemble
+	addr       string
+	secureAddr string // the TLS client address (WithTLS); "" for none
+	inst       installation
+	cfg        config
+	layout     layout
+	ownDir     bool // Close removes layout.dir
 
 	mu     sync.Mutex              // held by lifecycle changes
 	proc   atomic.Pointer[process] // the JVM while started; nil while stopped
@@ -130,16 +132,28 @@ func startStandalone(dir string, ownDir bool, opts []Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	inst, err := findInstallation()
+	inst, err := findInstallation(cfg.tls)
 	if err != nil {
 		return nil, err
 	}
+	var material *tlsMaterial
+	nports := 1
+	if cfg.tls {
+		if material, err = newTLSMaterial(dir); err != nil {
+			return nil, err
+		}
+		nports++
+	}
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(1)
+		ports, err := freePorts(nports)
 		if err != nil {
 			return nil, err
 		}
-		s := newServer("zk", inst, cfg, layout{dir: dir, clientPort: ports[0]}, ownDir)
+		l := layout{dir: dir, clientPort: ports[0]}
+		if material != nil {
+			l.securePort, l.tls = ports[1], material
+		}
+		s := newServer("zk", inst, cfg, l, ownDir)
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 		err = s.start(ctx)
 		cancel()
@@ -153,7 +167,7 @@ func startStandalone(dir string, ownDir bool, opts []Option) (*Server, error) {
 }
 
 func newServer(name string, inst installation, cfg config, l layout, ownDir bool) *Server {
-	return &Server{
+	s := &Server{
 		name:   name,
 		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(l.clientPort)),
 		inst:   inst,
@@ -161,11 +175,46 @@ func newServer(name string, inst installation, cfg config, l layout, ownDir bool
 		layout: l,
 		ownDir: ownDir,
 	}
+	if l.tls != nil {
+		s.secureAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(l.securePort))
+	}
+	return s
 }
 
 // Addr returns the server's client address, "127.0.0.1:port". It stays the
 // same across Stop and Restart.
 func (s *Server) Addr() string { return s.addr }
+
+// SecureAddr returns the server's TLS client address, "127.0.0.1:port", if
+// it was started WithTLS, and "" otherwise. It stays the same across Stop
+// and Restart. Clients there must present a certificate the server trusts
+// (see TLSConfig and ClientTLS); four-letter words go to Addr.
+func (s *Server) SecureAddr() string { return s.secureAddr }
+
+// TLSConfig returns a new client *tls.Config for SecureAddr: it trusts the
+// CA that signed the server's certificate and presents a client certificate
+// the server accepts. ServerName is left empty (the server's certificate
+// names 127.0.0.1, ::1 and localhost). It returns nil if the server was not
+// started WithTLS. The certificates are held in memory: the config works
+// after Close too.
+func (s *Server) TLSConfig() *tls.Config {
+	if s.layout.tls == nil {
+		return nil
+	}
+	return s.layout.tls.config()
+}
+
+// ClientTLS returns the PEM files of the identity TLSConfig holds, for
+// programs that take files (dsync's -tls-ca, -tls-cert, -tls-key). It
+// returns the zero TLSFiles if the server was not started WithTLS. The files
+// are in the server's directory: Close removes those of a server made by
+// StartServer.
+func (s *Server) ClientTLS() TLSFiles {
+	if s.layout.tls == nil {
+		return TLSFiles{}
+	}
+	return s.layout.tls.client
+}
 
 // Stop stops the server's JVM (SIGTERM, then SIGKILL if it has not exited
 // within 5s) and returns once it has exited. The data directory is kept, so
@@ -224,7 +273,35 @@ func (s *Server) start(ctx context.Context) error {
 	if err := waitServing(ctx, s.addr, s.proc.Load()); err != nil {
 		return s.abort(err)
 	}
+	if err := s.waitSecure(ctx); err != nil {
+		return s.abort(err)
+	}
 	return nil
+}
+
+// waitSecure waits until the server's TLS port, if it has one, completes a
+// handshake with a client certificate, or its JVM exits, or ctx is done. The
+// plain port can serve before the TLS port listens.
+func (s *Server) waitSecure(ctx context.Context) error {
+	if s.secureAddr == "" {
+		return nil
+	}
+	return waitFor(ctx, s.proc.Load(), func(ctx context.Context) error {
+		return handshake(ctx, s.secureAddr, s.layout.tls.config())
+	})
+}
+
+// handshake makes a TLS connection to addr with cfg and closes it.
+func handshake(ctx context.Context, addr string, cfg *tls.Config) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cfg.ServerName = "127.0.0.1"
+	d := tls.Dialer{Config: cfg}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("TLS port %s: %w", addr, err)
+	}
+	return c.Close()
 }
 
 // launch writes the server's files and starts its JVM without waiting for it.
@@ -277,18 +354,27 @@ func (e *startError) Unwrap() error { return e.err }
 
 // waitServing polls the server at addr until it serves or p exits or ctx is done.
 func waitServing(ctx context.Context, addr string, p *process) error {
+	return waitFor(ctx, p, func(ctx context.Context) error { return serving(ctx, addr) })
+}
+
+// waitFor calls check until it succeeds or p exits or ctx is done.
+func waitFor(ctx context.Context, p *process, check func(context.Context) error) error {
 	delay := 10 * time.Millisecond
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var last error
 	for {
 		select {
 		case <-p.done:
 			return fmt.Errorf("JVM exited during start-up: %v", p.err)
 		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("not serving: %w (last: %v)", ctx.Err(), last)
+			}
 			return fmt.Errorf("not serving: %w", ctx.Err())
 		case <-timer.C:
 		}
-		if serving(ctx, addr) == nil {
+		if last = check(ctx); last == nil {
 			return nil
 		}
 		delay = min(2*delay, 200*time.Millisecond)

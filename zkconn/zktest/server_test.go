@@ -19,6 +19,9 @@ func TestServerCommands(t *testing.T) {
 	if !strings.HasPrefix(s.Addr(), "127.0.0.1:") {
 		t.Errorf("Addr() = %q; want 127.0.0.1:port", s.Addr())
 	}
+	if s.SecureAddr() != "" || s.TLSConfig() != nil || s.ClientTLS() != (zktest.TLSFiles{}) {
+		t.Errorf("without WithTLS: SecureAddr() = %q, TLSConfig() = %v, ClientTLS() = %v; want none", s.SecureAddr(), s.TLSConfig(), s.ClientTLS())
+	}
 
 	reply, err := s.Command(ctx, "ruok")
 	if err != nil || reply != "imok" {

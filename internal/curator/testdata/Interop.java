@@ -697,10 +697,14 @@ public final class Interop {
     }
 
     /**
-     * bench: SESSIONS threads, each with a client of its own, run acquire and
-     * release cycles for SECONDS after one untimed warm-up cycle each, and one
-     * line reports them: "ops=N seconds=S p50_us=P p99_us=Q", acquire latency
-     * in microseconds. For KIND rw, max is READPCT: each cycle takes the read
+     * bench: SESSIONS threads, each with a client of its own, run one untimed
+     * warm-up cycle each; then "ready" is printed and a line (or EOF) read from
+     * stdin; then the threads run acquire and release cycles for SECONDS, and
+     * one line reports them: "ops=N seconds=S p50_us=P p99_us=Q", acquire
+     * latency in microseconds. The clients stay open until another line (or
+     * EOF) has been read from stdin after the report, so that whoever reads
+     * the server's counters around the window (after "ready", after the
+     * report) sees the cycles and nothing else. For KIND rw, max is READPCT: each cycle takes the read
      * lock with probability READPCT% and the write lock otherwise (one
      * InterProcessReadWriteLock per client; the warm-up takes both), and the
      * line goes on with " read_ops=R read_p50_us=P read_p99_us=Q write_ops=W
@@ -726,6 +730,8 @@ public final class Interop {
         final int readShare = readPct;
         CountDownLatch ready = new CountDownLatch(sessions);
         CountDownLatch go = new CountDownLatch(1);
+        CountDownLatch finished = new CountDownLatch(sessions); // cycles over
+        CountDownLatch closing = new CountDownLatch(1); // the clients may close
         long[] deadline = new long[1];
         // samples[i][0] are the cycles of session i (its reads for rw);
         // samples[i][1] its writes for rw.
@@ -772,7 +778,13 @@ public final class Interop {
                     if (!arrived) {
                         ready.countDown();
                     }
+                    finished.countDown();
                     if (client != null) {
+                        try {
+                            closing.await();
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
                         client.close();
                     }
                 }
@@ -780,17 +792,21 @@ public final class Interop {
             threads.add(t);
             t.start();
         }
+        // Errors end the run at once: main halts the JVM, waiting threads and all.
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         ready.await();
         boolean failed = false;
         for (Throwable t : errs) {
             failed |= t != null;
         }
+        if (!failed) {
+            say("ready");
+            in.readLine();
+        }
         long start = System.nanoTime();
         deadline[0] = failed ? start : start + (long) (seconds * 1e9);
         go.countDown();
-        for (Thread t : threads) {
-            t.join();
-        }
+        finished.await();
         long wall = System.nanoTime() - start;
         for (Throwable t : errs) {
             if (t instanceof Exception) {
@@ -814,6 +830,11 @@ public final class Interop {
                     writes.length, pct(writes, 0.50), pct(writes, 0.99));
         }
         say(line);
+        in.readLine();
+        closing.countDown();
+        for (Thread t : threads) {
+            t.join();
+        }
     }
 
     /** Returns the sorted samples of class c of all sessions. */

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// A profile is the network between the clients and the server: loopback
+// (the clients connect to the server directly), or a zktest Proxy that
+// delays every packet by delay, each way, in a process of its own.
+type profile struct {
+	delay time.Duration // 0: loopback
+}
+
+// key names the profile in lock paths: loopback, 1ms, 5ms.
+func (p profile) key() string {
+	if p.delay == 0 {
+		return "loopback"
+	}
+	return p.delay.String()
+}
+
+// title names the profile in the report: "loopback", "1 ms each way".
+func (p profile) title() string {
+	if p.delay == 0 {
+		return "loopback"
+	}
+	return strconv.FormatFloat(ms(p.delay), 'f', -1, 64) + " ms each way"
+}
+
+// parseProfiles parses -delays: comma-separated delays each way (Go
+// durations; 0 for loopback), each at most once, loopback first if at all,
+// the others in increasing order.
+func parseProfiles(list string) ([]profile, error) {
+	var ps []profile
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		d, err := time.ParseDuration(f)
+		if f == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("-delays: bad delay %q; want a duration such as 1ms, or 0 for loopback", f)
+		}
+		if slices.Contains(ps, profile{d}) {
+			return nil, fmt.Errorf("-delays: %v given twice", d)
+		}
+		ps = append(ps, profile{d})
+	}
+	slices.SortFunc(ps, func(a, b profile) int { return int(a.delay - b.delay) })
+	return ps, nil
+}
+
+// proxyCommand is the first argument with which this program runs as a
+// delaying proxy, for the profiles with a delay: "bench serve-proxy TARGET
+// DELAY". The proxy runs in a process of its own so that the CPU time it
+// takes is not counted as the Go clients' (getrusage RUSAGE_SELF).
+const proxyCommand = "serve-proxy"
+
+// serveProxy is the proxy process: it forwards to target with delay each
+// way, prints its address on stdout, and runs until its stdin ends (the
+// parent closes it, or dies).
+func serveProxy(target, delay string) error {
+	d, err := time.ParseDuration(delay)
+	if err != nil {
+		return err
+	}
+	p, err := zktest.StartProxy(target)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	p.SetDelay(d)
+	if _, err := fmt.Println(p.Addr()); err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, os.Stdin)
+	return err
+}
+
+// A proxyProcess is a running "bench serve-proxy".
+type proxyProcess struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	addr  string // where clients connect
+}
+
+// startProxy runs this program as a proxy to target that delays every
+// packet by delay, each way.
+func startProxy(target string, delay time.Duration) (*proxyProcess, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, proxyCommand, target, delay.String())
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	p := &proxyProcess{cmd: cmd, stdin: stdin}
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		p.close()
+		return nil, fmt.Errorf("proxy: no address: %w", err)
+	}
+	p.addr = strings.TrimSpace(addr)
+	return p, nil
+}
+
+// close ends the proxy and waits for it to exit.
+func (p *proxyProcess) close() error {
+	p.stdin.Close()
+	return p.cmd.Wait()
+}
+
+// rttSamples is how many requests measureRTT times.
+const rttSamples = 101
+
+// measureRTT returns the median round trip of n small requests (exists
+// "/", one after the other) of a go-zookeeper client connected to addr,
+// after a few untimed ones: a single request's round trip through that
+// network, the server's time to answer included.
+func measureRTT(ctx context.Context, addr string, sessionTimeout time.Duration, n int) (time.Duration, error) {
+	c, _, err := zk.Connect([]string{addr}, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	rtts := make([]time.Duration, 0, n)
+	for i := range n + 5 {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		if _, _, err := c.Exists("/"); err != nil {
+			return 0, fmt.Errorf("round trip: %w", err)
+		}
+		if i >= 5 { // the first ones wait for the session, and warm up
+			rtts = append(rtts, time.Since(t0))
+		}
+	}
+	if len(rtts) == 0 {
+		return 0, errors.New("round trip: no samples")
+	}
+	slices.Sort(rtts)
+	return percentile(rtts, 0.5), nil
+}
