@@ -243,8 +243,10 @@ func (ml *MultiLock) lock(ctx context.Context, wait bool) (context.Context, erro
 			// others are taken must not be handed out.
 			held, err := m.lock(ctx, wait, true)
 			if err != nil {
-				release(ml.members, helds)
-				ml.gate.leave(nil)
+				func() {
+					defer ml.gate.leave(nil) // even if a member panics
+					release(ml.members, helds)
+				}()
 				switch {
 				case ctx.Err() != nil:
 					return nil, ctx.Err()
@@ -265,7 +267,15 @@ func (ml *MultiLock) lock(ctx context.Context, wait bool) (context.Context, erro
 		// A member's hold was lost while later ones were taken (the
 		// connection dropped, its node was deleted): start again, in order,
 		// rather than take that one again out of order.
-		release(ml.members, helds)
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					ml.gate.leave(nil) // a member panicked: give the gate back
+					panic(r)
+				}
+			}()
+			release(ml.members, helds)
+		}()
 	}
 }
 

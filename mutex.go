@@ -164,8 +164,10 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 // it is retried in the background if the connection drops, and the
 // Session's Close ends the session, which deletes the node too). Requests
 // this process sends through the same Session later are applied after it,
-// so a Lock here never queues behind its own release; other processes see
-// the release when it reaches them.
+// so a Lock here does not queue behind its own release (if the connection
+// drops before the delete's reply, it is sent again, and a Lock meanwhile
+// may wait for it; TryLock waits for it rather than fail); other processes
+// see the release when it reaches them.
 func (m *Mutex) Unlock() { m.unlock(nil) }
 
 // unlock is Unlock; given held, only for the hold whose context it is.

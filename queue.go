@@ -247,7 +247,11 @@ func withPath(path string, err error) error {
 // It returns the entry made so far with any error, for the caller to remove.
 func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (entry, error) {
 	e := entry{h: h}
+	deleting := h.Deleting(q.path) // before the listing, which may still show them
 	ahead, err := q.create(ctx, &e)
+	if err == nil && !wait {
+		ahead, err = q.past(ctx, &e, ahead, deleting)
+	}
 	switch {
 	case err != nil:
 		return e, err
@@ -269,6 +273,39 @@ func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (en
 		e.fire = append(e.fire, handoffPath(e.node))
 	}
 	return e, nil
+}
+
+// past returns the nodes ahead of e's, once those that are only this
+// session's own released nodes have gone: their deletes were under way
+// (zkconn.Handle.Deleting) before the listing or are now (a create can come
+// before a delete sent again after a reconnect). The caller, which does not
+// wait, would fail on them.
+func (q *queue) past(ctx context.Context, e *entry, ahead []queued, deleting map[string]<-chan struct{}) ([]queued, error) {
+	for {
+		b := q.blocking(ahead)
+		now := e.h.Deleting(q.path)
+		var own []<-chan struct{}
+		for _, n := range b {
+			p := q.path + "/" + n.name
+			if ch := cmp.Or(now[p], deleting[p]); ch != nil {
+				own = append(own, ch)
+			}
+		}
+		if len(own) == 0 || len(own) < len(b) {
+			return ahead, nil
+		}
+		for _, ch := range own {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		var err error
+		if ahead, err = q.ahead(ctx, e.h, e.node[len(q.path)+1:]); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // create creates e's node while listing the queue, and returns the nodes

@@ -59,6 +59,26 @@ func (h Handle) Release(path string, fire ...string) (sent, settled <-chan struc
 	return sent, settled
 }
 
+// Deleting returns the deletes of children of parent that h's session has
+// under way (Delete, Release): for each path, a channel that closes when
+// its delete is settled. Such a node is still there only because its delete
+// has not landed yet.
+func (h Handle) Deleting(parent string) map[string]<-chan struct{} {
+	w := h.gen.c.wire
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out map[string]<-chan struct{}
+	for p, ch := range w.pending {
+		if parentOf(p) == parent {
+			if out == nil {
+				out = make(map[string]<-chan struct{})
+			}
+			out[p] = ch
+		}
+	}
+	return out
+}
+
 // releaseWait bounds Release's wait for its request to be written: a write
 // to a socket takes microseconds, unless go-zookeeper is not sending.
 const releaseWait = 10 * time.Millisecond
@@ -66,7 +86,24 @@ const releaseWait = 10 * time.Millisecond
 // send starts a guaranteed delete (see Delete). sent closes once it has gone
 // out on a connection, or has settled.
 func (h Handle) send(path string, fire []string) (sent, settled <-chan struct{}) {
-	sent, done := h.gen.c.wire.awaitDelete(path)
+	w := h.gen.c.wire
+	sent, written := w.awaitDelete(path)
+	ch := make(chan struct{})
+	w.mu.Lock()
+	if w.pending == nil {
+		w.pending = make(map[string]<-chan struct{})
+	}
+	w.pending[path] = ch
+	w.mu.Unlock()
+	done := func() {
+		written()
+		w.mu.Lock()
+		if w.pending[path] == (<-chan struct{})(ch) {
+			delete(w.pending, path)
+		}
+		w.mu.Unlock()
+		close(ch)
+	}
 	settled = h.guarantee("delete "+path, done, func(c *zk.Conn) error {
 		if len(fire) > 0 {
 			ops := make([]any, 0, 2*len(fire)+1)

@@ -48,6 +48,7 @@ type wire struct {
 
 	mu      sync.Mutex
 	deletes map[string][]chan struct{} // jute-encoded path → awaitDelete's channels
+	pending map[string]<-chan struct{} // path → settling of a guaranteed delete under way
 }
 
 func newWire(dial zk.Dialer) *wire { return &wire{dial: dial, base: time.Now()} }
@@ -157,8 +158,10 @@ type tap struct {
 	// none. go-zookeeper v1.0.4 reads Conn.lastZxid for that request while
 	// its receiving goroutine may write it for a reply (go-zookeeper/zk#35):
 	// a data race of the dependency, harmless, which would fail every test
-	// that reconnects with a watch set. Without the race detector nothing
-	// is held.
+	// that reconnects with a watch set. A session with credentials is not
+	// held (go-zookeeper waits for their reply before it sends anything,
+	// and writes lastZxid for that reply itself). Without the race
+	// detector nothing is held.
 	hold     chan struct{}
 	holdOnce sync.Once
 }
@@ -190,16 +193,23 @@ func (t *tap) Write(b []byte) (int, error) {
 	n, err := t.Conn.Write(b)
 	if err == nil {
 		t.w.wrote(b)
-		if t.hold != nil && len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opSetWatches {
-			t.unhold()
+		if t.hold != nil && len(b) >= 12 {
+			// Credentials go first, and go-zookeeper sends nothing more
+			// (setWatches included) until their reply: no hold then.
+			if op := int32(binary.BigEndian.Uint32(b[8:12])); op == opSetWatches || op == opSetAuth {
+				t.unhold()
+			}
 		}
 	}
 	return n, err
 }
 
-// opSetWatches is the opcode of the request that sets a session's watches
-// again after a reconnect.
-const opSetWatches = 101
+// The opcodes of the requests that set a session's watches, and its
+// credentials, again after a reconnect.
+const (
+	opSetAuth    = 100
+	opSetWatches = 101
+)
 
 func (t *tap) Read(b []byte) (int, error) {
 	if t.hold != nil {
