@@ -247,7 +247,10 @@ func withPath(path string, err error) error {
 // It returns the entry made so far with any error, for the caller to remove.
 func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (entry, error) {
 	e := entry{h: h}
-	deleting := h.Deleting(q.path) // before the listing, which may still show them
+	var deleting map[string]<-chan struct{}
+	if !wait {
+		deleting = h.Deleting(q.path) // before the listing, which may still show them
+	}
 	ahead, err := q.create(ctx, &e)
 	if err == nil && !wait {
 		ahead, err = q.past(ctx, &e, ahead, deleting)

@@ -761,22 +761,16 @@ func TestReviewRWWriterOvertakesCurator55Downgrade(t *testing.T) {
 	if err := cur.Delete(wnode, -1); err != nil {
 		t.Fatal(err)
 	}
-	// Either the dsync writer lists again and follows the read node, or it
-	// took the lock.
-	deadline := time.Now().Add(30 * time.Second)
-	for !slices.Contains(watches(t)[rnode], xid) {
-		select {
-		case r := <-xdone:
-			if r.err == nil {
-				x.Unlock()
-			}
-			t.Fatalf("dsync writer returned (err %v) while Curator's downgraded read hold (%s) is held", r.err, rnode)
-		default:
+	// The dsync writer lists again and follows the read node (had it taken
+	// the lock instead, it would never watch it).
+	awaitWatch(t, rnode, xid)
+	select {
+	case r := <-xdone:
+		if r.err == nil {
+			x.Unlock()
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("dsync writer neither took the lock nor watched the read node")
-		}
-		time.Sleep(5 * time.Millisecond)
+		t.Fatalf("dsync writer returned (err %v) while Curator's downgraded read hold (%s) is held", r.err, rnode)
+	default:
 	}
 	rvWaits(t, xdone, "dsync writer behind Curator's read hold")
 	if err := cur.Delete(rnode, -1); err != nil {

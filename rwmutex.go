@@ -345,16 +345,10 @@ func (rw *RWMutex) Token() int64 {
 	if t := rw.w.Token(); t != 0 {
 		return t
 	}
-	rw.mu.Lock()
-	var hd *hold
-	if n := len(rw.reads); n > 0 {
-		hd = rw.reads[n-1]
+	if hd := rw.newestRead(); hd != nil {
+		return hd.fencingToken(rw.r.sess.SessionTimeout())
 	}
-	rw.mu.Unlock()
-	if hd == nil {
-		return 0
-	}
-	return hd.fencingToken(rw.r.sess.SessionTimeout())
+	return 0
 }
 
 // Revoked returns Revoked(held) for rw's write hold, or else for its newest
@@ -363,10 +357,18 @@ func (rw *RWMutex) Revoked() <-chan struct{} {
 	if ch := rw.w.Revoked(); ch != nil {
 		return ch
 	}
+	if hd := rw.newestRead(); hd != nil {
+		return hd.revoked
+	}
+	return nil
+}
+
+// newestRead returns the read hold RUnlock would end next, or nil.
+func (rw *RWMutex) newestRead() *hold {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	if n := len(rw.reads); n > 0 {
-		return rw.reads[n-1].revoked
+		return rw.reads[n-1]
 	}
 	return nil
 }
