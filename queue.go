@@ -252,13 +252,17 @@ func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (en
 		deleting = h.Deleting(q.path) // before the listing, which may still show them
 	}
 	ahead, err := q.create(ctx, &e)
+	waited := false
 	if err == nil && !wait {
-		ahead, err = q.past(ctx, &e, ahead, deleting)
+		ahead, waited, err = q.past(ctx, &e, ahead, deleting)
 	}
 	switch {
 	case err != nil:
 		return e, err
 	case len(q.blocking(ahead)) == 0:
+		if waited && !q.reader() {
+			e.fire = append(e.fire, handoffPath(e.node)) // not first at creation: see below
+		}
 		if track {
 			e.czxid, e.own, err = watchNode(ctx, h, e.node)
 		}
@@ -282,8 +286,10 @@ func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (en
 // session's own released nodes have gone: their deletes were under way
 // (zkconn.Handle.Deleting) before the listing or are now (a create can come
 // before a delete sent again after a reconnect). The caller, which does not
-// wait, would fail on them.
-func (q *queue) past(ctx context.Context, e *entry, ahead []queued, deleting map[string]<-chan struct{}) ([]queued, error) {
+// wait, would fail on them. waited reports whether there were any. A node
+// still listed once its delete has settled (refused, say) is not waited for
+// again: only deletes under way now count after the first round.
+func (q *queue) past(ctx context.Context, e *entry, ahead []queued, deleting map[string]<-chan struct{}) (_ []queued, waited bool, _ error) {
 	for {
 		b := q.blocking(ahead)
 		now := e.h.Deleting(q.path)
@@ -295,18 +301,19 @@ func (q *queue) past(ctx context.Context, e *entry, ahead []queued, deleting map
 			}
 		}
 		if len(own) == 0 || len(own) < len(b) {
-			return ahead, nil
+			return ahead, waited, nil
 		}
 		for _, ch := range own {
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, waited, ctx.Err()
 			}
 		}
+		waited, deleting = true, nil
 		var err error
 		if ahead, err = q.ahead(ctx, e.h, e.node[len(q.path)+1:]); err != nil {
-			return nil, err
+			return nil, waited, err
 		}
 	}
 }
