@@ -59,7 +59,7 @@ demo: deps
 	@$(GO) run ./examples/demo -zk "$(ZK)"
 
 # Measures dsync against go-zookeeper's zk.Lock and Curator on 1, 8 and 32
-# sessions in one run (about 10 minutes), on loopback and through proxies
+# sessions in one run (about 12 minutes), on loopback and through proxies
 # that delay every packet by 1 ms and 5 ms each way: prints Markdown tables
 # and writes them to bench/results.md, with a chart to bench/chart.svg, and
 # the 1 ms table to README.md.

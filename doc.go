@@ -12,8 +12,12 @@
 //	Revoker, makeRevocable           Revoke, Revocable, Revoked
 //	SharedCount                      Count (a Value[int32])
 //	SharedValue                      Value[T], with a Codec
+//	LeaderLatch                      Election (Campaign, Resign, Observe)
+//	LeaderSelector                   Election with SelectorLayout
+//	(none)                           Once (sync.Once across processes)
 //
-// Lock, TryLock, Acquire and TryAcquire keep the shapes of sync and x/sync.
+// Lock, TryLock, Acquire and TryAcquire keep the shapes of sync and x/sync;
+// Election keeps the shape of etcd's concurrency.Election.
 // Their context-aware counterparts (LockContext, TryLockContext,
 // AcquireLeases, TryAcquireLeases) return what tells of a lost hold.
 //
@@ -30,7 +34,9 @@
 // old holder is still running. It is NOT safe to assume the lock is held
 // until Unlock. dsync makes the loss visible: LockContext returns a context
 // that is canceled the moment the hold ends, with ErrLockLost as its cause
-// (see context.Cause). Stop work when it is done.
+// (see context.Cause). Stop work when it is done. The same holds for a
+// leader: Campaign's context ends the moment leadership can no longer be
+// proved, and a Once's function gets the context of its run's lock.
 //
 // Even so, a holder can be paused (a long garbage collection, a stopped VM)
 // between checking its context and acting. For work where that matters,

@@ -68,6 +68,12 @@ func lockPath(t testing.TB) string {
 	return "/dsync-test/" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 }
 
+// rePath returns a path unique to this run of the test (-count=n reuses
+// lockPath, and a Once's record outlives the test).
+func rePath(t *testing.T) string {
+	return fmt.Sprintf("%s-%d", lockPath(t), time.Now().UnixNano())
+}
+
 // observer is a plain go-zookeeper connection for looking at what the
 // primitives left in ZooKeeper.
 func observer(t testing.TB, addrs ...string) *zk.Conn { return zktest.Observer(t, addrs...) }

@@ -99,6 +99,26 @@ func newHold(parent context.Context, owner any, e entry, cfg holdConfig) *hold {
 	return hd
 }
 
+// take puts a node of ours in q (waiting for its turn if wait is set, see
+// queue.acquire) and starts a hold on it for owner, as cfg says. A hold born
+// lost (see newHold) is given back, and the place taken again. On failure
+// no node is left behind; the deletes of the nodes given up on the way, on
+// success too, are added to *undoing (see queue.acquire).
+func (q *queue) take(ctx context.Context, owner any, wait bool, cfg holdConfig, undoing *[]<-chan struct{}) (*hold, error) {
+	for {
+		e, err := q.acquire(ctx, wait, cfg.track || cfg.revocable, undoing)
+		if err != nil {
+			return nil, err
+		}
+		hd := newHold(ctx, owner, e, cfg)
+		if hd.ctx.Err() == nil {
+			return hd, nil
+		}
+		_, settled := hd.end()
+		*undoing = append(*undoing, settled)
+	}
+}
+
 // watch cancels the hold context when the hold is lost, until end, and
 // closes hd.revoked when a revocation request is written into the node.
 //
@@ -238,6 +258,20 @@ func (hd *hold) fencingToken(timeout time.Duration) int64 {
 		return err
 	})
 	return hd.token.Load()
+}
+
+// Token returns the fencing token of the hold whose context is held, or of
+// the innermost hold in a context derived from several (see Mutex.Token):
+// a Once's function, given a hold context, passes it on this way. It returns
+// 0 for a context that is not a hold context and for a MultiLock's hold
+// context (ask its members). A hold taken without watching asks ZooKeeper
+// the first time (bounded by the session timeout; 0 if it cannot).
+func Token(held context.Context) int64 {
+	hd, _ := held.Value(anyHoldKey{}).(*hold)
+	if hd == nil {
+		return 0
+	}
+	return hd.fencingToken(hd.h.Session().SessionTimeout())
 }
 
 // end stops watching and cancels the hold context (with context.Canceled,

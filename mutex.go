@@ -128,25 +128,13 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 	if err := m.gate.enter(ctx, wait); err != nil {
 		return nil, err
 	}
-	track = track || m.revocable // a revocable hold watches its node, after Lock and TryLock too
-	var (
-		hd      *hold
-		undoing []<-chan struct{} // deletes of nodes given up on the way
-	)
-	for {
-		e, err := m.q.acquire(ctx, wait, track, &undoing)
-		if err != nil {
-			m.gate.leave(settled(undoing))
-			return nil, err
-		}
-		// A hold lost before it is handed out (the connection dropped
-		// meanwhile) is given back, and the lock taken again.
-		cfg := holdConfig{policy: m.policy, track: track, revocable: m.revocable}
-		if hd = newHold(ctx, m, e, cfg); hd.ctx.Err() == nil {
-			break
-		}
-		_, settled := hd.end()
-		undoing = append(undoing, settled)
+	var undoing []<-chan struct{} // deletes of nodes given up on the way
+	// A revocable hold watches its node, after Lock and TryLock too.
+	cfg := holdConfig{policy: m.policy, track: track || m.revocable, revocable: m.revocable}
+	hd, err := m.q.take(ctx, m, wait, cfg, &undoing)
+	if err != nil {
+		m.gate.leave(settled(undoing))
+		return nil, err
 	}
 	m.mu.Lock()
 	m.hold = hd

@@ -18,6 +18,7 @@ type options struct {
 	data      []byte
 	policy    LossPolicy
 	revocable bool
+	selector  bool // see SelectorLayout
 }
 
 func newOptions(opts []Option) options {

@@ -58,7 +58,7 @@ func (q *queue) first(ctx context.Context, n int) ([]Participant, error) {
 		if len(out) == n {
 			break
 		}
-		p, err := describe(ctx, h, q.path, c)
+		p, _, err := describe(ctx, h, q.path, c, false)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -70,17 +70,14 @@ func (q *queue) first(ctx context.Context, n int) ([]Participant, error) {
 	return out, nil
 }
 
-func describe(ctx context.Context, h zkconn.Handle, parent string, n queued) (Participant, error) {
+// describe reads the node n of parent's queue, setting a getData watch on
+// it if watch is set.
+func describe(ctx context.Context, h zkconn.Handle, parent string, n queued, watch bool) (Participant, <-chan zk.Event, error) {
 	path := parent + "/" + n.name
-	var data []byte
-	var st *zk.Stat
-	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		data, st, err = c.Get(path)
-		return err
-	})
+	data, st, w, err := getNode(ctx, h, path, watch)
 	if err != nil {
-		return Participant{}, err
+		return Participant{}, nil, err
 	}
 	return Participant{Node: n.name, Path: path, Sequence: n.seq, Data: data, Session: st.EphemeralOwner,
-		Created: time.UnixMilli(st.Ctime), Token: st.Czxid, Reader: n.reader}, nil
+		Created: time.UnixMilli(st.Ctime), Token: st.Czxid, Reader: n.reader}, w, nil
 }

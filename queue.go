@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +70,13 @@ type queued struct {
 // wrap ahead of the holder. A dsync waiter never does; a Curator peer on the
 // same path past the wrap can, whatever dsync does (see doc.go).
 func order(children []string, markers ...string) []queued {
+	q := parse(children, markers...)
+	slices.SortFunc(q, compare)
+	return q
+}
+
+// parse reads the children of a lock path, in the order given.
+func parse(children []string, markers ...string) []queued {
 	q := make([]queued, len(children))
 	for i, c := range children {
 		var m string
@@ -78,20 +84,26 @@ func order(children []string, markers ...string) []queued {
 		q[i].seq, m, q[i].hasSeq = sequence(c, markers...)
 		q[i].reader = m == readMarker
 	}
-	sort.Slice(q, func(i, j int) bool {
-		a, b := q[i], q[j]
-		if a.hasSeq != b.hasSeq {
-			return a.hasSeq
-		}
-		if a.seq != b.seq {
-			return uint32(a.seq) < uint32(b.seq)
-		}
-		if a.reader != b.reader {
-			return b.reader
-		}
-		return a.name < b.name
-	})
 	return q
+}
+
+// compare compares two nodes of a lock path in queue order (see order).
+func compare(a, b queued) int {
+	switch {
+	case a.hasSeq != b.hasSeq:
+		if a.hasSeq {
+			return -1
+		}
+		return 1
+	case a.seq != b.seq:
+		return cmp.Compare(uint32(a.seq), uint32(b.seq))
+	case a.reader != b.reader:
+		if b.reader {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.name, b.name)
 }
 
 // A queue is the sequential-node waiting line every primitive is built on:
@@ -142,12 +154,37 @@ type queue struct {
 }
 
 // line sorts the children of q's path into queue order.
-func (q *queue) line(children []string) []queued {
+func (q *queue) line(children []string) []queued { return order(children, q.markers()...) }
+
+// markers returns the markers q's nodes sort by.
+func (q *queue) markers() []string {
 	if q.rw {
-		return order(children, readMarker, writeMarker)
+		return []string{readMarker, writeMarker}
 	}
-	return order(children, q.marker)
+	return []string{q.marker}
 }
+
+// before returns the nodes among children that sort ahead of name, in no
+// particular order (one pass, no sort: a queue of n nodes costs each join
+// O(n)), and whether name is among children.
+func (q *queue) before(children []string, name string) ([]queued, bool) {
+	line := parse(children, q.markers()...)
+	i := slices.IndexFunc(line, func(n queued) bool { return n.name == name })
+	if i < 0 {
+		return nil, false
+	}
+	own := line[i]
+	return slices.DeleteFunc(line, func(n queued) bool { return compare(n, own) >= 0 }), true
+}
+
+// head returns the first of children (not empty) in queue order.
+func (q *queue) head(children []string) queued {
+	return slices.MinFunc(parse(children, q.markers()...), compare)
+}
+
+// nearest returns the node of ns (not empty) that sorts last: the one just
+// ahead of a node behind them all.
+func nearest(ns []queued) queued { return slices.MaxFunc(ns, compare) }
 
 // reader reports whether q's nodes are an RWMutex's readers.
 func (q *queue) reader() bool { return q.marker == readMarker }
@@ -340,9 +377,8 @@ func (q *queue) create(ctx context.Context, e *entry) ([]queued, error) {
 	}
 	name := e.node[len(q.path)+1:]
 	if lerr == nil {
-		line := q.line(children)
-		if i := indexOf(line, name); i >= 0 {
-			return line[:i], nil
+		if ahead, ok := q.before(children, name); ok {
+			return ahead, nil
 		}
 	}
 	return q.ahead(ctx, e.h, name)
@@ -358,7 +394,7 @@ func (q *queue) await(ctx context.Context, e *entry, ahead []queued) error {
 		if len(b) == 0 {
 			return nil
 		}
-		first, err := q.follow(ctx, e, b[len(b)-1], len(b) == 1, &seen)
+		first, err := q.follow(ctx, e, nearest(b), len(b) == 1, &seen)
 		if err != nil || first {
 			return err
 		}
@@ -561,7 +597,7 @@ func watchSignal(ctx context.Context, h zkconn.Handle, path string) (signal, err
 	return signal{path: path, watch: watch}, nil
 }
 
-// ahead lists the queue and returns the nodes ahead of name, in order. It
+// ahead lists the queue and returns the nodes ahead of name (see before). It
 // returns errNodeGone if name is not in the queue.
 func (q *queue) ahead(ctx context.Context, h zkconn.Handle, name string) ([]queued, error) {
 	var children []string
@@ -572,21 +608,11 @@ func (q *queue) ahead(ctx context.Context, h zkconn.Handle, name string) ([]queu
 	if err != nil {
 		return nil, err
 	}
-	line := q.line(children)
-	i := indexOf(line, name)
-	if i < 0 {
+	ahead, ok := q.before(children, name)
+	if !ok {
 		return nil, errNodeGone
 	}
-	return line[:i], nil
-}
-
-func indexOf(line []queued, name string) int {
-	for i, n := range line {
-		if n.name == name {
-			return i
-		}
-	}
-	return -1
+	return ahead, nil
 }
 
 // watchNode sets a getData watch on node and returns it with the node's

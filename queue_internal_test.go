@@ -2,6 +2,7 @@ package dsync
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -96,4 +97,32 @@ func FuzzSequence(f *testing.F) {
 			t.Fatalf("sequence(%q) = %d; the tail %q reads %d (%v)", name, seq, tail, back, err)
 		}
 	})
+}
+
+// TestBeforeMatchesOrder: the one-pass before (and nearest) agree with the
+// sorted order on every node of a mixed read/write queue across the wrap.
+func TestBeforeMatchesOrder(t *testing.T) {
+	children := []string{
+		"_c_0-__READ__0000000007", "_c_f-__WRIT__0000000007", "_c_a-__WRIT__0000000009",
+		"_c_b-__READ__0000000002", "_c_c-__WRIT__-2147483648", "_c_d-__READ__2147483647", "stray",
+	}
+	q := &queue{rw: true, marker: writeMarker}
+	line := q.line(children)
+	for i, n := range line {
+		got, ok := q.before(children, n.name)
+		if !ok || len(got) != i {
+			t.Fatalf("before(%s) = %d nodes, %v; want %d", n.name, len(got), ok, i)
+		}
+		for _, g := range got {
+			if j := slices.IndexFunc(line, func(x queued) bool { return x.name == g.name }); j >= i {
+				t.Fatalf("before(%s) holds %s, which sorts after it", n.name, g.name)
+			}
+		}
+		if i > 0 && nearest(got).name != line[i-1].name {
+			t.Fatalf("nearest(before(%s)) = %s; want %s", n.name, nearest(got).name, line[i-1].name)
+		}
+	}
+	if _, ok := q.before(children, "missing"); ok {
+		t.Fatal("before of a node not listed reports it listed")
+	}
 }

@@ -194,19 +194,13 @@ func (rw *RWMutex) rlock(ctx context.Context, wait, track, member bool) (context
 		return nil, err
 	}
 	var undoing []<-chan struct{} // readers hold no gate: deletes go on alone
-	track = track || rw.w.revocable
-	for {
-		e, err := rw.r.acquire(ctx, wait, track, &undoing)
-		if err != nil {
-			return nil, err
-		}
-		hd := newHold(ctx, rw, e, holdConfig{policy: rw.w.policy, track: track, revocable: rw.w.revocable})
-		if hd.ctx.Err() == nil {
-			rw.keep(hd, member)
-			return hd.ctx, nil
-		}
-		hd.end() // lost before it was handed out: take it again
+	cfg := holdConfig{policy: rw.w.policy, track: track || rw.w.revocable, revocable: rw.w.revocable}
+	hd, err := rw.r.take(ctx, rw, wait, cfg, &undoing)
+	if err != nil {
+		return nil, err
 	}
+	rw.keep(hd, member)
+	return hd.ctx, nil
 }
 
 func (rw *RWMutex) keep(hd *hold, member bool) {

@@ -18,9 +18,17 @@ import (
 
 func TestMain(m *testing.M) {
 	// TestProxyProcess runs this test binary as the proxy, as the bench runs
-	// itself.
+	// itself, and TestLeaderProcess runs it as a dsync leader, as the
+	// failover section does.
 	if len(os.Args) == 4 && os.Args[1] == proxyCommand {
 		if err := serveProxy(os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if len(os.Args) == 6 && os.Args[1] == leaderCommand {
+		if err := serveLeader(os.Args[2], os.Args[3], os.Args[4], os.Args[5]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -118,25 +126,37 @@ func TestPickKind(t *testing.T) {
 
 func TestSplice(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "README.md")
-	old := "intro\n" + beginMarker + "\nold table\n" + endMarker + "\nrest\n"
+	old := "intro\n" + beginMarker + "\nold table\n" + endMarker + "\nmiddle\n" +
+		failoverBegin + "\nold failover\n" + failoverEnd + "\nrest\n"
 	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := splice(path, "new table\n"); err != nil {
+	if err := splice(path, beginMarker, endMarker, "new table\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := splice(path, failoverBegin, failoverEnd, "new failover\n"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "intro\n" + beginMarker + "\nnew table\n" + endMarker + "\nrest\n"; string(got) != want {
+	if want := "intro\n" + beginMarker + "\nnew table\n" + endMarker + "\nmiddle\n" +
+		failoverBegin + "\nnew failover\n" + failoverEnd + "\nrest\n"; string(got) != want {
 		t.Errorf("spliced file = %q; want %q", got, want)
 	}
 	if err := os.WriteFile(path, []byte("no markers\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := splice(path, "x"); err == nil {
+	if err := splice(path, beginMarker, endMarker, "x"); err == nil {
 		t.Error("splice into a file without markers succeeded; want an error")
+	}
+	// Markers out of order are no block either.
+	if err := os.WriteFile(path, []byte(failoverEnd+"\n"+failoverBegin+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := splice(path, failoverBegin, failoverEnd, "x"); err == nil {
+		t.Error("splice between markers out of order succeeded; want an error")
 	}
 }
 

@@ -2,8 +2,10 @@
 // dsync's Mutex against go-zookeeper's zk.Lock and Curator's
 // InterProcessMutex, its Weighted against Curator's InterProcessSemaphoreV2,
 // and its SemaphoreMutex against Curator's InterProcessSemaphoreMutex, each
-// on 1, 8 and 32 sessions; and its RWMutex against Curator's
-// InterProcessReadWriteLock at 90 % and at 50 % reads, on 8 and 32 sessions.
+// on 1, 8 and 32 sessions; its RWMutex against Curator's
+// InterProcessReadWriteLock at 90 % and at 50 % reads, on 8 and 32 sessions;
+// and how soon its Election has a new leader after the leader goes, against
+// Curator's LeaderLatch (the failover section).
 //
 // It starts one ZooKeeper server (zkconn/zktest: standalone, on loopback,
 // without fsync) and builds the Curator 5.4 program of internal/curator. It
@@ -41,10 +43,18 @@
 // from the module root:
 //
 //	go run ./bench [-delays 0,1ms,5ms] [-delayed-max-sessions 8] [-d 2s] [-rounds 3] [-sessions 1,8,32] [-rw-sessions 8,32] [-rw-mix 90,50] [-only rw]
+//	go run ./bench -only failover [-failover-reps 5] [-failover-kill-reps 3] [-failover-session-timeout 4s] [-failover-delays 0,1ms] -readme README.md
 //
 // -only runs some workloads (mutex, sem, semmutex, rw for every RWMutex mix,
 // or one mix such as rw90), or growth: how the costs grow with the work (see
-// growth.go; -growth-* flags); a partial run writes only the files named by
+// growth.go; -growth-* flags), or failover: how long an election takes to
+// elect the next leader when its leader resigns, is sent SIGTERM or is
+// killed, against Curator's LeaderLatch, in every profile (see failover.go;
+// -failover-* flags; its leaders run in processes of their own: this
+// program run as "bench elect-leader CONNECT PATH ID SESSION_TIMEOUT", or
+// the Curator program's "lead latch"); README.md gets its table between
+// <!-- failover:begin --> and <!-- failover:end -->. A partial run measures
+// only the profiles its parts run in, and writes only the files named by
 // -results, -chart, -readme and -growth-chart on its command line.
 package main
 
@@ -151,7 +161,8 @@ type cell struct {
 
 // config is what one run of the benchmark does.
 type config struct {
-	growth         growthConfig // the growth section (growth.go)
+	growth         growthConfig   // the growth section (growth.go)
+	failover       failoverConfig // the failover section (failover.go)
 	profiles       []profile
 	delayedMax     int           // see sessionsIn
 	duration       time.Duration // of a round
@@ -173,6 +184,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) == 6 && os.Args[1] == leaderCommand {
+		log.SetPrefix("bench elect-leader: ")
+		if err := serveLeader(os.Args[2], os.Args[3], os.Args[4], os.Args[5]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	delays := flag.String("delays", "0,1ms,5ms", "comma-separated network profiles: delays each way through a proxy, 0 for loopback")
 	delayedMax := flag.Int("delayed-max-sessions", 8, "in the delayed profiles, run workloads other than Mutex on at most this many sessions (0: no limit)")
 	duration := flag.Duration("d", 2*time.Second, "timed window of each round")
@@ -180,7 +198,7 @@ func main() {
 	sessionList := flag.String("sessions", "1,8,32", "comma-separated session counts (Mutex, Weighted, SemaphoreMutex)")
 	rwSessionList := flag.String("rw-sessions", "8,32", "comma-separated session counts of the RWMutex workloads")
 	rwMix := flag.String("rw-mix", "90,50", "comma-separated shares of read cycles of the RWMutex workloads, in % (0–100)")
-	only := flag.String("only", "", "comma-separated workloads to run (mutex, sem, semmutex, rw or rwNN, growth); default all")
+	only := flag.String("only", "", "comma-separated workloads to run (mutex, sem, semmutex, rw or rwNN, growth, failover); default all")
 	timeout := flag.Duration("session-timeout", 30*time.Second, "ZooKeeper session timeout of every client")
 	resultsPath := flag.String("results", "bench/results.md", "where to write the Markdown report (empty: nowhere)")
 	chartPath := flag.String("chart", "bench/chart.svg", "where to write the SVG chart (empty: nowhere)")
@@ -214,8 +232,12 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	failover, err := newFailoverConfig(*only)
+	if err != nil {
+		log.Fatal(err)
+	}
 	cfg := config{
-		growth: growth, profiles: profiles, delayedMax: *delayedMax, duration: *duration, rounds: *rounds, sessionTimeout: *timeout, plan: plan,
+		growth: growth, failover: failover, profiles: profiles, delayedMax: *delayedMax, duration: *duration, rounds: *rounds, sessionTimeout: *timeout, plan: plan,
 		resultsPath: *resultsPath, chartPath: *chartPath, readmePath: *readmePath,
 	}
 	if *only != "" { // a partial run overwrites only what it was told to
@@ -273,9 +295,10 @@ func makePlan(sessions, rwSessions, mixes []int, only string) ([]planned, error)
 		}
 	}
 	delete(want, "rw")
-	delete(want, growthKey) // not a workload: see growth.go
+	delete(want, growthKey)   // not a workload: see growth.go
+	delete(want, failoverKey) // nor this: see failover.go
 	for k := range want {
-		return nil, fmt.Errorf("-only: no workload %q (have mutex, sem, semmutex, rw and the mixes of -rw-mix: rw90, …, and growth)", k)
+		return nil, fmt.Errorf("-only: no workload %q (have mutex, sem, semmutex, rw and the mixes of -rw-mix: rw90, …, growth and failover)", k)
 	}
 	return keep, nil
 }
@@ -314,6 +337,9 @@ func run(ctx context.Context, cfg config) error {
 
 	var runs []profileRun
 	for _, p := range cfg.profiles {
+		if len(cfg.plan) == 0 && !cfg.failover.runsIn(p) {
+			continue // nothing to measure there
+		}
 		r, err := runProfile(ctx, e, cfg, p)
 		if err != nil {
 			return err
@@ -326,16 +352,17 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	info := runInfo{
-		growth:         growth,
-		date:           begin.UTC().Format("2006-01-02 15:04 UTC"),
-		goVersion:      runtime.Version(),
-		cpus:           runtime.NumCPU(),
-		zkVersion:      version,
-		duration:       cfg.duration,
-		rounds:         cfg.rounds,
-		sessionTimeout: cfg.sessionTimeout,
-		delayedMax:     cfg.delayedMax,
-		took:           time.Since(begin),
+		growth:          growth,
+		failoverTimeout: cfg.failover.sessionTimeout,
+		date:            begin.UTC().Format("2006-01-02 15:04 UTC"),
+		goVersion:       runtime.Version(),
+		cpus:            runtime.NumCPU(),
+		zkVersion:       version,
+		duration:        cfg.duration,
+		rounds:          cfg.rounds,
+		sessionTimeout:  cfg.sessionTimeout,
+		delayedMax:      cfg.delayedMax,
+		took:            time.Since(begin),
 	}
 	return write(cfg, info, runs, begin)
 }
@@ -355,6 +382,7 @@ func estimate(cfg config) time.Duration {
 	total := 20 * time.Second
 	window := time.Duration(cfg.rounds) * cfg.duration
 	for _, pr := range cfg.profiles {
+		total += cfg.failover.estimate(pr)
 		for _, p := range cfg.plan {
 			n := time.Duration(len(sessionsIn(p, pr, cfg.delayedMax)))
 			for _, im := range p.impls {
@@ -386,8 +414,9 @@ func sessionsIn(w planned, p profile, delayedMax int) []int {
 	return ns
 }
 
-// runProfile measures every cell of cfg's plan in profile p: through a
-// delaying proxy if p has a delay, after timing a round trip.
+// runProfile measures every cell of cfg's plan in profile p, then the
+// failover section if it runs there: through a delaying proxy if p has a
+// delay, after timing a round trip.
 func runProfile(ctx context.Context, base *env, cfg config, p profile) (profileRun, error) {
 	e := *base
 	if p.delay > 0 {
@@ -429,6 +458,11 @@ func runProfile(ctx context.Context, base *env, cfg config, p profile) (profileR
 			}
 		}
 	}
+	if cfg.failover.runsIn(p) {
+		if run.failover, err = runFailover(ctx, &e, cfg.failover, p); err != nil {
+			return profileRun{}, err
+		}
+	}
 	return run, nil
 }
 
@@ -449,11 +483,19 @@ func write(cfg config, info runInfo, runs []profileRun, begin time.Time) error {
 		}
 		wrote = append(wrote, cfg.chartPath)
 	}
-	if cfg.readmePath != "" {
-		if err := splice(cfg.readmePath, readmeTables(info, cfg.plan, runs)); err != nil {
+	if cfg.readmePath != "" && len(cfg.plan) > 0 {
+		if err := splice(cfg.readmePath, beginMarker, endMarker, readmeTables(info, cfg.plan, runs)); err != nil {
 			return err
 		}
 		wrote = append(wrote, cfg.readmePath)
+	}
+	if text := readmeFailover(info, runs); cfg.readmePath != "" && text != "" {
+		if err := splice(cfg.readmePath, failoverBegin, failoverEnd, text); err != nil {
+			return err
+		}
+		if !slices.Contains(wrote, cfg.readmePath) {
+			wrote = append(wrote, cfg.readmePath)
+		}
 	}
 	wrote, err := info.growth.writeChart(cfg.growth.chartPath, wrote)
 	if err != nil {
@@ -463,25 +505,28 @@ func write(cfg config, info runInfo, runs []profileRun, begin time.Time) error {
 	return nil
 }
 
-// The lines of README.md between which the bench writes its tables.
+// The lines of README.md between which the bench writes its tables: the
+// locks' main table, and the failover table.
 const (
-	beginMarker = "<!-- bench:begin -->"
-	endMarker   = "<!-- bench:end -->"
+	beginMarker   = "<!-- bench:begin -->"
+	endMarker     = "<!-- bench:end -->"
+	failoverBegin = "<!-- failover:begin -->"
+	failoverEnd   = "<!-- failover:end -->"
 )
 
-// splice replaces what lies between the bench markers of the file at path
-// with text.
-func splice(path, text string) error {
+// splice replaces what lies between the lines begin and end of the file at
+// path with text.
+func splice(path, begin, end, text string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(b)
-	i, j := strings.Index(s, beginMarker), strings.Index(s, endMarker)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		return errors.New(path + ": no " + beginMarker + " … " + endMarker + " markers")
+		return errors.New(path + ": no " + begin + " … " + end + " markers")
 	}
-	out := s[:i+len(beginMarker)] + "\n" + text + s[j:]
+	out := s[:i+len(begin)] + "\n" + text + s[j:]
 	return os.WriteFile(path, []byte(out), 0o644)
 }
 

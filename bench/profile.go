@@ -100,22 +100,9 @@ type proxyProcess struct {
 // startProxy runs this program as a proxy to target that delays every
 // packet by delay, each way.
 func startProxy(target string, delay time.Duration) (*proxyProcess, error) {
-	exe, err := os.Executable()
+	cmd, stdin, stdout, err := startSelf(context.Background(), proxyCommand, target, delay.String())
 	if err != nil {
 		return nil, err
-	}
-	cmd := exec.Command(exe, proxyCommand, target, delay.String())
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	p := &proxyProcess{cmd: cmd, stdin: stdin}
 	addr, err := bufio.NewReader(stdout).ReadString('\n')
@@ -125,6 +112,30 @@ func startProxy(target string, delay time.Duration) (*proxyProcess, error) {
 	}
 	p.addr = strings.TrimSpace(addr)
 	return p, nil
+}
+
+// startSelf starts this program with args (a subcommand of its own, such
+// as proxyCommand), bound to ctx as exec.CommandContext binds it, with its
+// stderr on ours, and returns it with its stdin and stdout.
+func startSelf(ctx context.Context, args ...string) (*exec.Cmd, io.WriteCloser, io.ReadCloser, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", args[0], err)
+	}
+	return cmd, stdin, stdout, nil
 }
 
 // close ends the proxy and waits for it to exit.

@@ -11,23 +11,25 @@ import (
 
 // runInfo describes the run, for the report's header.
 type runInfo struct {
-	date           string
-	goVersion      string
-	cpus           int
-	zkVersion      string
-	duration       time.Duration // of a round
-	rounds         int
-	sessionTimeout time.Duration
-	delayedMax     int // see sessionsIn
-	took           time.Duration
-	growth         *growthResult // the growth section (growth.go), if it ran
+	date            string
+	goVersion       string
+	cpus            int
+	zkVersion       string
+	duration        time.Duration // of a round
+	rounds          int
+	sessionTimeout  time.Duration
+	delayedMax      int // see sessionsIn
+	took            time.Duration
+	growth          *growthResult // the growth section (growth.go), if it ran
+	failoverTimeout time.Duration // the failover section's session timeout
 }
 
 // A profileRun is what was measured in one network profile.
 type profileRun struct {
 	profile
-	rtt   time.Duration // a single request's round trip (median)
-	cells []cell
+	rtt      time.Duration // a single request's round trip (median)
+	cells    []cell
+	failover []failoverCell // the failover section's, if it ran in this profile
 }
 
 // heading returns the profile's title with its round trip.
@@ -46,10 +48,18 @@ func report(info runInfo, plan []planned, runs []profileRun) string {
 	fmt.Fprintf(&b, "# dsync benchmark results\n\n")
 	fmt.Fprintf(&b, "`go run ./bench` (make bench), %s: %s, %d CPUs, ZooKeeper %s (standalone, loopback, fsync off),\n",
 		info.date, info.goVersion, info.cpus, info.zkVersion)
-	fmt.Fprintf(&b, "Curator 5.4 (Debian's jars); back-to-back acquire/release cycles: for dsync and zk.Lock the median of %d rounds of %v,\n"+
-		"taking turns, for Curator one window of %v; session timeout %v; network profiles: %s%s; the run took %v.\n\n",
-		info.rounds, info.duration, info.duration*time.Duration(info.rounds), info.sessionTimeout, profileList(runs),
-		delayedNote(info, runs), info.took.Round(time.Second))
+	if len(plan) == 0 { // a partial run of the other sections
+		profiles := ""
+		if len(runs) > 0 {
+			profiles = "network profiles: " + profileList(runs) + "; "
+		}
+		fmt.Fprintf(&b, "Curator 5.4 (Debian's jars); %sthe run took %v.\n", profiles, info.took.Round(time.Second))
+	} else {
+		fmt.Fprintf(&b, "Curator 5.4 (Debian's jars); back-to-back acquire/release cycles: for dsync and zk.Lock the median of %d rounds of %v,\n"+
+			"taking turns, for Curator one window of %v; session timeout %v; network profiles: %s%s; the run took %v.\n\n",
+			info.rounds, info.duration, info.duration*time.Duration(info.rounds), info.sessionTimeout, profileList(runs),
+			delayedNote(info, runs), info.took.Round(time.Second))
+	}
 
 	if hasMutex(plan) && slices.ContainsFunc(runs, func(r profileRun) bool { return r.delay > 0 }) {
 		fmt.Fprintf(&b, "## Contended Mutex: handoffs per round trip\n\n")
@@ -57,11 +67,18 @@ func report(info runInfo, plan []planned, runs []profileRun) string {
 		handoffTable(&b, plan, runs)
 	}
 	for _, r := range runs {
+		if len(plan) == 0 {
+			break // a partial run of the other sections
+		}
 		fmt.Fprintf(&b, "\n## %s\n\n", r.heading())
 		profileSection(&b, plan, r)
 	}
 
 	b.WriteString(info.growth.markdown())
+	b.WriteString(failoverMarkdown(info, runs))
+	if len(plan) == 0 && info.growth == nil {
+		return b.String() // the failover section says how it measures
+	}
 	var all []cell
 	for _, r := range runs {
 		all = append(all, r.cells...)

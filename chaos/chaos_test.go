@@ -204,3 +204,30 @@ func TestJoinRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryCountsEveryHolder pins a late recovery reported for a worker
+// that did recover: a dsync lock run that held across a fault, whose second
+// holder entered after the heal, counted only from its first holder's
+// enter, before the heal, once its holders were joined into one hold.
+func TestRecoveryCountsEveryHolder(t *testing.T) {
+	base := record{Worker: "cmdlock-1", Inc: 1, Path: cmdPath, Run: 1}
+	enter := func(hold int, at int64) record {
+		r := base
+		r.Type, r.Hold, r.Enter = recEnter, hold, at
+		return r
+	}
+	exit := func(hold int, entered, at int64) record {
+		r := enter(hold, entered)
+		r.Type, r.Exit = recExit, at
+		return r
+	}
+	recs := []record{
+		{Type: recStart, Worker: "cmdlock-1", Inc: 1, Kind: kindCmdLock, Start: 1},
+		enter(1, 5),
+		{Type: recFault, Kind: "follower killed and restarted", At: 8, Healed: 10, Live: []string{"cmdlock-1"}},
+		enter(2, 20), exit(1, 5, 50), exit(2, 20, 60),
+	}
+	if r := analyze(recs, config{}); len(r.late) != 0 {
+		t.Fatalf("late recoveries %v; want none (the second holder entered 10ns after the heal)", r.late)
+	}
+}

@@ -176,6 +176,7 @@ func analyze(recs []record, cfg config) *results {
 			h.Exit = min(h.Exit, t)
 		}
 	}
+	entered := holds // every holder's enter, as the run's own wait for recovery counts them
 	holds = joinRuns(holds)
 	for _, h := range holds {
 		res.holds[h.kind]++
@@ -185,7 +186,7 @@ func analyze(recs []record, cfg config) *results {
 	}
 	res.checkOverlaps(holds)
 	res.checkTokens(holds)
-	res.checkRecovery(faults, holds, calls)
+	res.checkRecovery(faults, entered, calls)
 	res.checkDeadlines(calls, stalls)
 	res.checkHandover(signals, holds)
 	res.value = checkValue(recs, cfg)

@@ -26,10 +26,11 @@ const (
 	groupWait = 5 * time.Second
 )
 
-// A child is CMD, run while the lock is held.
+// A child is CMD, run while the lock (or leadership) is held.
 type child struct {
 	cmd      *exec.Cmd
 	path     string          // the lock path, for messages
+	what     string          // what is held, for messages (grant.what)
 	lost     lossAction      // -lost
 	exitLost int             // -exit-lost
 	grace    time.Duration   // between SIGTERM and SIGKILL
@@ -52,7 +53,7 @@ func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
 	// once CMD has exited.
 	cmd.WaitDelay = time.Second
 	newProcessGroup(cmd)
-	return &child{cmd: cmd, path: s.path, lost: s.lost, exitLost: s.exitLost,
+	return &child{cmd: cmd, path: s.path, what: g.what, lost: s.lost, exitLost: s.exitLost,
 		grace: g.grace, timeout: g.timeout, revoked: g.revoked, stderr: stderr}
 }
 
@@ -74,7 +75,7 @@ func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
 // started, or 1 if a revocation was requested before it started.
 func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 	if held.Err() != nil && c.lost != lossIgnore {
-		fmt.Fprintf(c.stderr, "dsync: lock on %s lost before CMD started: %s\n", c.path, lossCause(held))
+		fmt.Fprintf(c.stderr, "dsync: %s lost before CMD started: %s\n", c.what, lossCause(held))
 		return c.exitLost
 	}
 	select {
@@ -158,7 +159,7 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 			}
 		case <-warnc:
 			warnc = nil
-			fmt.Fprintf(c.stderr, "dsync: warning: process group %d still has processes %v after SIGKILL; the lock stays held until they are gone\n", c.cmd.Process.Pid, groupWait)
+			fmt.Fprintf(c.stderr, "dsync: warning: process group %d still has processes %v after SIGKILL; the %s stays held until they are gone\n", c.cmd.Process.Pid, groupWait, c.what)
 		case <-killc:
 			fmt.Fprintf(c.stderr, "dsync: process group %d still runs after %v: SIGKILL\n", c.cmd.Process.Pid, c.grace)
 			kill()
@@ -177,10 +178,10 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 				if wasStopped {
 					continued = time.Now()
 				}
-				why := fmt.Sprintf("lock on %s lost", c.path)
+				why := c.what + " lost"
 				if wasStopped && lostc != nil && stoppedTooLong(d, c.timeout) {
-					why = fmt.Sprintf("lock on %s may be lost: dsync was stopped for %v, more than a quarter of the session timeout (%v)",
-						c.path, d.Round(time.Millisecond), c.timeout)
+					why = fmt.Sprintf("%s may be lost: dsync was stopped for %v, more than a quarter of the session timeout (%v)",
+						c.what, d.Round(time.Millisecond), c.timeout)
 					lose(why)
 				}
 				if !wasStopped || !lost {
@@ -205,7 +206,7 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 			fmt.Fprintf(c.stderr, "dsync: revocation of the lock on %s requested: SIGTERM to CMD's process group\n", c.path)
 			c.signal(syscall.SIGTERM)
 		case <-lostc:
-			why := fmt.Sprintf("lock on %s lost: %s", c.path, lossCause(held))
+			why := fmt.Sprintf("%s lost: %s", c.what, lossCause(held))
 			if !lose(why) {
 				break
 			}

@@ -82,3 +82,33 @@ func dialNote(err error) string {
 	}
 	return ""
 }
+
+// bounded returns ctx ended after -timeout d (cause errTimedOut), or never
+// if d is 0.
+func bounded(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeoutCause(ctx, d, errTimedOut)
+	}
+	return context.WithCancel(ctx)
+}
+
+// failed reports on stderr why the subcommand name, doing something at
+// path ("listing"), failed with err, and returns exit status 1: no server
+// answered within -dial-timeout, -timeout passed (the cause of ctx), or
+// err.
+func failed(ctx context.Context, name, doing, path string, err error, stderr io.Writer) int {
+	if de, ok := dialTimedOut(err); ok {
+		fmt.Fprintf(stderr, "dsync: %v\n", de)
+		return exitFail
+	}
+	note := dialNote(err)
+	if ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	if errors.Is(err, errTimedOut) {
+		fmt.Fprintf(stderr, "dsync: timed out %s %s%s\n", doing, path, note)
+	} else {
+		fmt.Fprintf(stderr, "dsync: %s %s: %v\n", name, path, err)
+	}
+	return exitFail
+}

@@ -1,13 +1,20 @@
 // Command dsync runs a command while holding a lock in ZooKeeper, as flock(1)
 // does with a file, and as "etcdctl lock" and "consul lock" do with their
-// stores. Its locks are those of package dsync, which uses the node layout of
-// Apache Curator's recipes: a dsync lock and a Curator InterProcessMutex (or
-// InterProcessSemaphoreV2) on the same path exclude each other.
+// stores; while leading an election, as "etcdctl elect" does; or once across
+// every process that asks for it. Its locks are those of package dsync,
+// which uses the node layout of Apache Curator's recipes: a dsync lock and a
+// Curator InterProcessMutex (or InterProcessSemaphoreV2) on the same path
+// exclude each other, and "dsync elect" campaigns with Curator's LeaderLatch
+// (or LeaderSelector) participants.
 //
 // Usage:
 //
 //	dsync lock [flags] PATH -- CMD [ARG...]
 //	dsync sem [flags] -max N [-n W] PATH -- CMD [ARG...]
+//	dsync elect [flags] PATH -- CMD [ARG...]
+//	dsync elect -listen [flags] PATH
+//	dsync once [flags] PATH -- CMD [ARG...]
+//	dsync once -status|-reset [flags] PATH
 //	dsync ls [flags] PATH
 //	dsync revoke [flags] PATH
 //	dsync help [COMMAND]
@@ -15,17 +22,24 @@
 // "dsync lock" waits for the mutex at PATH (Curator's InterProcessMutex),
 // runs CMD while holding it, and releases it when CMD exits. "dsync sem"
 // does the same with W leases (default 1) of a semaphore of N leases at PATH
-// (Curator's InterProcessSemaphoreV2), taken all at once. "dsync ls" lists
-// the holders and then the waiters of the mutex or semaphore at PATH, with
-// each node's data (host and pid for dsync, an IP address for Curator), its
-// ZooKeeper session and its age. "dsync revoke" asks the holders of the lock
-// at PATH to release it (see Revocation below).
+// (Curator's InterProcessSemaphoreV2), taken all at once. "dsync elect"
+// campaigns for leadership of the election at PATH and runs CMD while it
+// leads (see Elections below); "dsync once" runs CMD unless a run of it at
+// PATH has succeeded already (see Once below). "dsync ls" lists the holders
+// and then the waiters of the mutex, semaphore, read/write lock or election
+// at PATH, with each node's data (host and pid for dsync, an IP address for
+// Curator, a participant's id for an election), its ZooKeeper session and
+// its age; for an election, the leader first, then the participants in the
+// order they will lead; for a "dsync once" path, the record of the run that
+// succeeded, then the queue of its lock at PATH/lock. "dsync revoke" asks
+// the holders of the lock at PATH to release it (see Revocation below).
 //
-// Flags of lock and sem:
+// Flags of lock, sem, elect and once:
 //
 //	-zk host:port,...   ZooKeeper servers (default $DSYNC_ZK, else 127.0.0.1:2181)
 //	-timeout D          give up waiting for the lock after D (default 0: wait forever)
-//	-try                do not wait: fail at once if the lock is held
+//	-try                (lock and sem) do not wait: fail at once if the lock
+//	                    is held
 //	-lost term|ignore   when the lock is lost while CMD runs: terminate CMD
 //	                    (default) or warn and let it run
 //	-grace D            time between SIGTERM and SIGKILL (default and maximum:
@@ -35,9 +49,16 @@
 //	-dial-timeout D     give up if no ZooKeeper server answers within D
 //	                    (default 15s)
 //	-revocable          (lock only) make the hold revocable: see Revocation
+//	-id ID              (elect) the participant's id, its node's data
+//	                    (default "host=<host name> pid=<pid>")
+//	-selector           (elect) Curator LeaderSelector's layout
+//	-listen             (elect) print the leaders instead of campaigning
+//	-status, -reset     (once) print or delete the record instead of running
 //
 // "ls" and "revoke" take -zk, -session-timeout, -dial-timeout, and -timeout
-// (default 30s).
+// (default 30s). "elect -listen" takes neither CMD nor -id, -timeout, -lost,
+// -grace, -exit-lost; "once -status" and "once -reset" take neither CMD nor
+// -lost, -grace, -exit-lost (their -timeout bounds the whole command).
 //
 // Every command gives up, with exit status 1, when no server of -zk
 // answers within -dial-timeout, and says so on stderr, naming the servers:
@@ -51,23 +72,26 @@
 // the first one. A -timeout that passes first ends the dial too, and its
 // message says that no server answered.
 //
-// While "lock" or "sem" waits in line, after 3s it says once on stderr who
-// holds the lock, if stderr is a terminal (not in a log or a pipe):
+// While "lock", "sem", "elect" or "once" waits in line, after 3s it says
+// once on stderr who holds the lock (or leads), if stderr is a terminal (not
+// in a log or a pipe):
 //
 //	dsync: waiting for /locks/x (held by host=web1 pid=4242, session 0x1000a2b3c4d0005)
 //
 // with the holder's node data (host and pid for dsync, an IP address for
 // Curator, nothing for a revocable holder) and its ZooKeeper session, as
 // "dsync ls" shows them; for a semaphore, how many leases are held and who
-// holds the first.
+// holds the first; for an election, "led by ID, session …".
 //
 // CMD runs with dsync's standard input, output and error, in a process
 // group of its own, so that signals reach every process it starts; it is
 // therefore not a terminal's foreground job (reading from the terminal stops
-// it). Its environment gains DSYNC_PATH (PATH) and, for lock,
+// it). Its environment gains DSYNC_PATH (PATH) and, for lock and elect,
 // DSYNC_TOKEN: the fencing token of the hold (the lock node's czxid), which
 // grows with every hold; pass it to the resources the lock protects so that
-// they can refuse a holder that lost the lock without knowing it.
+// they can refuse a holder that lost the lock without knowing it. All that
+// follows about the lock holds for leadership and for the lock of a once's
+// run alike.
 //
 // The lock covers CMD's process group: dsync releases it only once no
 // process of the group is left. When CMD exits, the processes it left in
@@ -129,6 +153,42 @@
 //
 //	dsync: /locks/x: zkconn: dial [zk1:2281]: zkconn: TLS handshake refused by every server: TLS handshake with 10.0.0.1:2281: refused by the server: remote error: tls: bad certificate
 //
+// # Elections
+//
+// "dsync elect PATH -- CMD" puts a participant in line at PATH, in Curator
+// LeaderLatch's layout (_c_<uuid>-latch-<sequence> nodes whose data is the
+// participant's id, -id), or with -selector in LeaderSelector's (an
+// InterProcessMutex's lock- nodes, data the id). Once it leads, it runs CMD;
+// once CMD's process group is gone, it resigns and exits with CMD's status,
+// and the next participant in line leads. Leadership is lost as a lock is
+// (the connection drops, the session expires, the node is deleted), and
+// -lost, -grace and -exit-lost act on the loss as they do for lock. The two
+// layouts must not share a path: a participant of one does not wait for a
+// leader of the other.
+//
+// "dsync elect -listen PATH" does not campaign: it prints the leader as
+// "ID<TAB>NODE" as it starts (once there is one) and at every change of
+// leader, a line each, until SIGINT or SIGTERM (exit 0). It rides out lost
+// sessions and reports other ZooKeeper errors on stderr as it goes on; it
+// exits 1 if no server answered within -dial-timeout, or if it cannot go on.
+//
+// # Once
+//
+// "dsync once PATH -- CMD" runs CMD unless a run of it at PATH has
+// succeeded, as sync.Once does across goroutines (package dsync's Once).
+// Runs are one at a time under the mutex at PATH/lock; a run whose CMD exits
+// 0 is recorded in the persistent node PATH/done ("host=… pid=…
+// at=<RFC 3339 time>"), and every "dsync once" on PATH from then on exits 0
+// without running CMD, as do those that waited meanwhile. They say nothing,
+// or one line on stderr if it is a terminal. A run whose CMD fails records
+// nothing: dsync exits with CMD's status, and the next in line runs CMD.
+// If the lock is lost before CMD's process group is gone (-lost term, which
+// terminates CMD), or before the success is recorded, nothing is recorded
+// and dsync exits 3 (-exit-lost): make CMD safe to run again after an
+// interrupted run. "dsync once -status PATH" prints "done RECORD" or "not
+// done"; "dsync once -reset PATH" deletes the record, so that CMD runs again
+// (a run under way is not stopped, and records its success as usual).
+//
 // # Revocation
 //
 // "dsync lock -revocable" holds the mutex as Curator's makeRevocable does:
@@ -153,7 +213,7 @@
 // ZooKeeper server answered (-dial-timeout), ZooKeeper failed or -timeout
 // passed; 2 on bad usage.
 //
-// Exit status (lock and sem):
+// Exit status of lock and sem (elect and once follow below):
 //
 //	CMD's status  CMD ran; 128+N if CMD was killed by signal N
 //	1             the lock was not acquired: held (-try), timed out
@@ -166,4 +226,21 @@
 //	              sets another
 //	126, 127      CMD could not be run, or was not found
 //	128+N         dsync got signal N while waiting for the lock
+//
+// elect exits as lock does, 1 meaning that leadership was not won and 3
+// that it was lost while CMD ran; with -listen, 0 after SIGINT or SIGTERM,
+// 1 if it cannot go on. once exits:
+//
+//	0             the run is done: CMD ran, exited 0 and was recorded, or
+//	              a run had succeeded already (CMD did not run)
+//	CMD's status  CMD ran and failed; nothing was recorded
+//	1             the lock was not acquired (as for lock), or CMD succeeded
+//	              but its success could not be recorded
+//	2             bad usage
+//	3             the lock was lost before CMD's group was gone or before
+//	              the success was recorded; nothing was recorded
+//	126, 127      CMD could not be run, or was not found
+//	128+N         dsync got signal N while waiting for the lock
+//
+// once -status and once -reset exit 0, or 1 when they fail.
 package main

@@ -15,9 +15,9 @@ import (
 
 // Exit statuses of dsync's own outcomes; otherwise dsync exits with CMD's.
 const (
-	exitFail     = 1   // lock not acquired (held, timed out, ZooKeeper failed), ls or revoke failed
+	exitFail     = 1   // lock or leadership not acquired (held, timed out, ZooKeeper failed), a run not recorded, ls or revoke failed
 	exitUsage    = 2   // bad flags or arguments
-	exitLost     = 3   // the lock was lost while CMD ran and CMD was terminated
+	exitLost     = 3   // the lock (or leadership) was lost while CMD ran and CMD was terminated
 	exitNoExec   = 126 // CMD was found but could not be run
 	exitNotFound = 127 // CMD was not found
 )
@@ -25,9 +25,12 @@ const (
 // defaultZK is the ZooKeeper address used when neither -zk nor $DSYNC_ZK is set.
 const defaultZK = "127.0.0.1:2181"
 
+// exitStatusHelp is the exit status help of lock and sem.
 const exitStatusHelp = `
 Exit status:
-  CMD's status  CMD ran (128+N if it was killed by signal N)
+` + exitStatusBody
+
+const exitStatusBody = `  CMD's status  CMD ran (128+N if it was killed by signal N)
   1             the lock was not acquired: held (-try), timed out (-timeout),
                 no ZooKeeper server answered (-dial-timeout), or ZooKeeper
                 failed; or, with -revocable, its revocation was requested
@@ -45,17 +48,24 @@ forwards a signal, a line on stderr says so.
 const mainUsage = `usage: dsync <command> [flags] ...
 
 dsync runs a command while holding a lock in ZooKeeper, compatible with
-Apache Curator's InterProcessMutex and InterProcessSemaphoreV2.
+Apache Curator's InterProcessMutex, InterProcessSemaphoreV2 and LeaderLatch.
 
 Commands:
   lock    run a command while holding the mutex at a path
   sem     run a command while holding leases of a semaphore at a path
-  ls      list the holders and waiters of a mutex or semaphore
+  elect   run a command while leading the election at a path, or print
+          its leaders (-listen)
+  once    run a command once across every process that asks for it at a path
+  ls      list the holders and waiters of a mutex, semaphore or election
   revoke  ask the holders of a lock to release it (revocable holders only)
   help    print help for a command: dsync help <command>
 
 Run "dsync <command> -h" for the flags of a command.
-` + exitStatusHelp
+
+Exit status of lock and sem:
+` + exitStatusBody + `"dsync help elect" and "dsync help once" tell their exit statuses; ls and
+revoke exit 0, or 1 when they fail.
+`
 
 const lockUsage = `usage: dsync lock [flags] PATH -- CMD [ARG...]
 
@@ -107,14 +117,78 @@ agree on N. CMD runs as with "dsync lock"; DSYNC_TOKEN is not set.
 Flags:
 `
 
+const electUsage = `usage: dsync elect [flags] PATH -- CMD [ARG...]
+       dsync elect -listen [flags] PATH
+
+Campaign for leadership of the election at the ZooKeeper path PATH (the
+layout of Curator's LeaderLatch; with -selector, of Curator's
+LeaderSelector), run CMD once this process leads, and resign once CMD's
+process group is gone. The participant's id (-id) is its node's data, as
+"dsync ls" and Curator's getLeader show it. CMD's environment gains
+DSYNC_PATH and DSYNC_TOKEN, the fencing token of the leadership (its node's
+czxid, which grows with every term).
+
+CMD runs as with "dsync lock" ("dsync help lock" says how: process group,
+signals, leftover processes, -lost, -grace): leadership is held until no
+process of CMD's group is left, and if it is lost while CMD runs (the
+connection to ZooKeeper drops, the session expires, the node is deleted),
+-lost term sends SIGTERM to the group, then SIGKILL after -grace, and
+exits 3.
+
+While dsync waits in line, after 3s it says once on stderr who leads, if
+stderr is a terminal.
+
+With -listen, dsync does not campaign: it prints the leader, "ID<TAB>NODE",
+as it starts (once there is one) and at every change, one line each, until
+SIGINT or SIGTERM. It rides out lost sessions; other ZooKeeper errors are
+reported on stderr and listening goes on. -listen takes no CMD, and none of
+-id, -timeout, -lost, -grace, -exit-lost.
+
+The two layouts must not share a path: a LeaderLatch participant does not
+wait for a LeaderSelector leader, nor the reverse.
+
+Flags:
+`
+
+const onceUsage = `usage: dsync once [flags] PATH -- CMD [ARG...]
+       dsync once -status [flags] PATH
+       dsync once -reset [flags] PATH
+
+Run CMD once across every process that runs "dsync once" on the ZooKeeper
+path PATH (as sync.Once does across goroutines). Runs are one at a time,
+under the mutex at PATH/lock (Curator's InterProcessMutex layout). If CMD
+exits 0, the run's success is recorded in PATH/done ("host=... pid=...
+at=<time>"), and every "dsync once" on PATH from then on, and every one
+waiting meanwhile, exits 0 without running CMD (saying so on stderr only if
+it is a terminal). If CMD fails, nothing is recorded, dsync exits with CMD's
+status, and the next one in line runs CMD. CMD runs as with "dsync lock"
+("dsync help lock" says how); its environment gains DSYNC_PATH.
+
+If the lock is lost before CMD's process group is gone (-lost term: CMD is
+terminated as "dsync lock" does), or before the success is recorded,
+nothing is recorded and dsync exits 3: the next "dsync once" runs CMD
+again. Make CMD safe to run again after an interrupted run.
+
+-status prints "done RECORD" or "not done". -reset deletes the record, so
+that the next "dsync once" runs CMD again; a run under way is not stopped.
+They take no CMD, and none of -lost, -grace, -exit-lost.
+
+Flags:
+`
+
 const lsUsage = `usage: dsync ls [flags] PATH
 
 List the holders, then the waiters in the order they will acquire, of the
-mutex or the semaphore at PATH (a semaphore if PATH has a "leases" or "locks"
-child), with each node's data (host and pid for dsync, an IP address for
-Curator), ZooKeeper session and age. For a semaphore: the lease nodes held,
-then the lease nodes of the acquirer waiting for room (it holds the internal
-lock), then the nodes queued at PATH/locks.
+mutex, the semaphore, the read/write lock or the election at PATH, with each
+node's data (host and pid for dsync, an IP address for Curator, the id of
+an election's participant), ZooKeeper session and age. An election
+(Curator's LeaderLatch layout, "latch-" nodes) lists its leader first, then
+the participants in the order they will lead. For a semaphore (PATH has a
+"leases" or "locks" child): the lease nodes held, then the lease nodes of
+the acquirer waiting for room (it holds the internal lock), then the nodes
+queued at PATH/locks. For "dsync once" (PATH has a "lock" or "done" child):
+the record of the run that succeeded, if any, then the nodes queued at
+PATH/lock.
 Exits 0 (with a message) when nobody holds or waits.
 
 Flags:
@@ -142,6 +216,41 @@ Exit status:
      a holder is not revocable, no ZooKeeper server answered (-dial-timeout),
      ZooKeeper failed, or -timeout passed
   2  bad usage
+`
+
+const electExitHelp = `
+Exit status:
+  CMD's status  CMD ran while leading (128+N if it was killed by signal N)
+  1             leadership was not won: timed out (-timeout), no ZooKeeper
+                server answered (-dial-timeout), or ZooKeeper failed
+  2             bad usage
+  3             leadership was lost while CMD ran (-lost term); CMD was
+                terminated (-exit-lost sets this status)
+  126, 127      CMD could not be run, or was not found
+  128+N         dsync got signal N (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
+                SIGUSR2) while waiting
+With -listen: 0 after SIGINT or SIGTERM; 1 if no ZooKeeper server answered
+(-dial-timeout) or listening cannot go on.
+`
+
+const onceExitHelp = `
+Exit status:
+  0             the run is done: CMD ran, exited 0 and its success was
+                recorded; or a run had succeeded already (CMD did not run)
+  CMD's status  CMD ran and failed (128+N if it was killed by signal N);
+                nothing was recorded
+  1             the run's lock was not acquired: timed out (-timeout), no
+                ZooKeeper server answered (-dial-timeout), or ZooKeeper
+                failed; or CMD succeeded but its success could not be recorded
+  2             bad usage
+  3             the run's lock was lost before CMD's process group was gone
+                (-lost term: CMD was terminated) or before its success was
+                recorded; nothing was recorded (-exit-lost sets this status)
+  126, 127      CMD could not be run, or was not found (nothing recorded)
+  128+N         dsync got signal N (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
+                SIGUSR2) while waiting
+With -status or -reset: 0, or 1 if no ZooKeeper server answered
+(-dial-timeout), ZooKeeper failed or -timeout passed.
 `
 
 // A badUsage is bad flags or arguments, reported with the command's usage.
@@ -184,16 +293,63 @@ type settings struct {
 	grace          time.Duration // -grace, if graceSet; else graceFor decides
 	graceSet       bool
 	exitLost       int
-	max            int64 // sem
-	n              int64 // sem
-	revocable      bool  // lock
+	max            int64  // sem
+	n              int64  // sem
+	revocable      bool   // lock
+	id             string // elect; "" for defaultID
+	selector       bool   // elect
+	listen         bool   // elect
+	status         bool   // once
+	reset          bool   // once
 	path           string
-	argv           []string // CMD and its arguments (lock, sem)
+	argv           []string // CMD and its arguments (lock, sem, elect, once)
 	tls            tlsFlags // -tls-ca, -tls-cert, -tls-key
 }
 
-// runsCMD reports whether the subcommand name runs a CMD while it holds.
-func runsCMD(name string) bool { return name == "lock" || name == "sem" }
+// holdsCMD reports whether the subcommand name runs a CMD while it holds
+// something (unless a flag says otherwise: see settings.runsCMD).
+func holdsCMD(name string) bool {
+	return name == "lock" || name == "sem" || name == "elect" || name == "once"
+}
+
+// runsCMD reports whether the subcommand name, with these settings, runs a
+// CMD: not with -listen, -status or -reset.
+func (s *settings) runsCMD(name string) bool {
+	return holdsCMD(name) && s.mode() == ""
+}
+
+// mode returns the flag that makes elect or once do something else than run
+// CMD (-listen, -status, -reset), or "".
+func (s *settings) mode() string {
+	switch {
+	case s.listen:
+		return "-listen"
+	case s.status:
+		return "-status"
+	case s.reset:
+		return "-reset"
+	}
+	return ""
+}
+
+// cmdOnly returns the flags of the subcommand name that apply only when it
+// runs CMD.
+func cmdOnly(name string) []string {
+	if name == "elect" {
+		return []string{"id", "timeout", "lost", "grace", "exit-lost"}
+	}
+	return []string{"lost", "grace", "exit-lost"}
+}
+
+// defaultID returns the participant id of "dsync elect" without -id, which
+// is what dsync writes into its lock nodes: "host=<host name> pid=<pid>".
+func defaultID() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return fmt.Sprintf("host=%s pid=%d", host, os.Getpid())
+}
 
 // newFlagSet returns the flag set of the subcommand name, bound to s. Its
 // usage text goes to out.
@@ -215,45 +371,61 @@ func newFlagSet(name string, s *settings, out io.Writer) *flag.FlagSet {
 	case "revoke":
 		fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "give up connecting and asking after `D`")
 	default:
-		fs.DurationVar(&s.timeout, "timeout", 0, "give up waiting for the lock after `D` (0: wait forever)")
-		fs.BoolVar(&s.try, "try", false, "do not wait: fail at once if the lock is held")
-		fs.Var(&s.lost, "lost", "when the lock is lost while CMD runs: `term|ignore`\nterm: SIGTERM to CMD's group, SIGKILL after -grace, exit -exit-lost; ignore: warn only")
+		held, lost := "the lock", "the lock is lost"
+		if name == "elect" {
+			held, lost = "leadership", "leadership is lost"
+		}
+		timeout := "give up waiting for " + held + " after `D` (0: wait forever)"
+		if name == "once" {
+			timeout += "; with -status or -reset, give up after D"
+		}
+		fs.DurationVar(&s.timeout, "timeout", 0, timeout)
+		if name == "lock" || name == "sem" {
+			fs.BoolVar(&s.try, "try", false, "do not wait: fail at once if the lock is held")
+		}
+		fs.Var(&s.lost, "lost", "when "+lost+" while CMD runs: `term|ignore`\nterm: SIGTERM to CMD's group, SIGKILL after -grace, exit -exit-lost; ignore: warn only")
 		fs.Func("grace", "time `D` between SIGTERM and SIGKILL when CMD's group is terminated\n(default and maximum: a quarter of the granted session timeout)", func(v string) error {
 			d, err := time.ParseDuration(v)
 			s.grace, s.graceSet = d, true
 			return err
 		})
-		fs.IntVar(&s.exitLost, "exit-lost", exitLost, "exit status `N` when the lock is lost and CMD terminated (-lost term)")
+		fs.IntVar(&s.exitLost, "exit-lost", exitLost, "exit status `N` when "+lost+" and CMD terminated (-lost term)")
 	}
-	if name == "lock" {
+	switch name {
+	case "lock":
 		fs.BoolVar(&s.revocable, "revocable", false, "make the hold revocable: SIGTERM to CMD's group when \"dsync revoke\" asks for the lock")
-	}
-	if name == "sem" {
+	case "sem":
 		fs.Int64Var(&s.max, "max", 0, "number of leases of the semaphore (required, `N` > 0)")
 		fs.Int64Var(&s.n, "n", 1, "number of leases to hold, `W` (1 to N)")
+	case "elect":
+		fs.StringVar(&s.id, "id", "", "the participant's `ID`, written as its node's data (default \"host=<host name> pid=<pid>\")")
+		fs.BoolVar(&s.selector, "selector", false, "take Curator LeaderSelector's layout (\"lock-\" nodes) instead of LeaderLatch's")
+		fs.BoolVar(&s.listen, "listen", false, "do not campaign: print the leader at every change, until SIGINT or SIGTERM")
+	case "once":
+		fs.BoolVar(&s.status, "status", false, "print \"done RECORD\" or \"not done\", and run nothing")
+		fs.BoolVar(&s.reset, "reset", false, "delete the record of the run that succeeded, so that CMD runs again")
 	}
 	fs.Usage = func() {
-		usage := map[string]string{"lock": lockUsage, "sem": semUsage, "ls": lsUsage, "revoke": revokeUsage}[name]
+		usage := map[string]string{"lock": lockUsage, "sem": semUsage, "elect": electUsage, "once": onceUsage,
+			"ls": lsUsage, "revoke": revokeUsage}[name]
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
-		switch {
-		case runsCMD(name):
-			fmt.Fprint(fs.Output(), exitStatusHelp)
-		case name == "revoke":
-			fmt.Fprint(fs.Output(), revokeExitHelp)
-		}
+		exits := map[string]string{"lock": exitStatusHelp, "sem": exitStatusHelp, "elect": electExitHelp,
+			"once": onceExitHelp, "revoke": revokeExitHelp}[name]
+		fmt.Fprint(fs.Output(), exits)
 	}
 	return fs
 }
 
 // parse parses args of the subcommand name into s. Flags may come before
-// and after PATH; lock and sem need "--" and CMD after them. It returns
+// and after PATH; lock, sem, elect and once need "--" and CMD after them,
+// unless elect has -listen, or once -status or -reset. It returns
 // flag.ErrHelp for -h, and a *badUsage for anything else wrong.
 func parse(name string, args []string) (*settings, error) {
 	s := &settings{}
 	fs := newFlagSet(name, s, io.Discard)
 	head := args
-	if runsCMD(name) {
+	if holdsCMD(name) {
 		i := slices.Index(args, "--")
 		if i >= 0 {
 			head, s.argv = args[:i], args[i+1:]
@@ -274,10 +446,13 @@ func parse(name string, args []string) (*settings, error) {
 		head = fs.Args()[1:]
 	}
 	s.servers = splitServers(s.zk)
+	if err := s.checkMode(name, fs); err != nil {
+		return nil, err
+	}
 	switch {
 	case len(positional) == 0:
 		return nil, usageError("missing PATH")
-	case len(positional) > 1 && !runsCMD(name):
+	case len(positional) > 1 && !s.runsCMD(name):
 		return nil, usageError("unexpected argument %q", positional[1])
 	case len(positional) > 1:
 		return nil, usageError("unexpected argument %q (CMD goes after --)", positional[1])
@@ -286,7 +461,7 @@ func parse(name string, args []string) (*settings, error) {
 	if err := zkconn.ValidatePath(s.path); err != nil {
 		return nil, usageError("%v", err)
 	}
-	if runsCMD(name) {
+	if s.runsCMD(name) {
 		if s.argv == nil {
 			return nil, usageError("missing -- before CMD")
 		}
@@ -312,7 +487,7 @@ func parse(name string, args []string) (*settings, error) {
 	if err := s.tls.load(); err != nil {
 		return nil, err
 	}
-	if runsCMD(name) {
+	if s.runsCMD(name) {
 		if _, err := graceFor(s, s.sessionTimeout); err != nil {
 			return nil, err
 		}
@@ -326,6 +501,32 @@ func parse(name string, args []string) (*settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkMode checks that a mode flag (-listen, -status, -reset) goes alone:
+// without CMD, another mode or a flag that applies only to CMD (as parsed
+// by fs).
+func (s *settings) checkMode(name string, fs *flag.FlagSet) error {
+	mode := s.mode()
+	if mode == "" {
+		return nil
+	}
+	if s.status && s.reset {
+		return usageError("-status and -reset exclude each other")
+	}
+	var bad string
+	fs.Visit(func(f *flag.Flag) {
+		if bad == "" && slices.Contains(cmdOnly(name), f.Name) {
+			bad = f.Name
+		}
+	})
+	switch {
+	case bad != "":
+		return usageError("-%s does not go with %s", bad, mode)
+	case s.argv != nil:
+		return usageError("%s takes no CMD", mode)
+	}
+	return nil
 }
 
 // splitServers splits a -zk value into addresses, dropping empty ones.

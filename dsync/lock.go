@@ -21,18 +21,43 @@ type errInterrupted struct{ sig os.Signal }
 
 func (e errInterrupted) Error() string { return "interrupted by " + e.sig.String() }
 
-// A grant is what "lock" or "sem" acquired.
+// A grant is what "lock", "sem", "elect" or "once" acquired: a hold to run
+// CMD under.
 type grant struct {
 	held    context.Context // canceled, with a cause, when the hold is lost
+	what    string          // what is held, for messages: "lock on PATH", "leadership of PATH"
 	revoked <-chan struct{} // closed when a revocation is requested (-revocable), else nil
-	release func()          // releases the lock (after a loss too)
-	env     []string        // for CMD
-	timeout time.Duration   // the session timeout the server granted
-	grace   time.Duration   // between SIGTERM and SIGKILL (graceFor)
+	// end releases the hold (after a loss too), once CMD has ended with
+	// status (or did not run, status saying why), and returns dsync's exit
+	// status.
+	end     func(status int) int
+	env     []string      // for CMD
+	timeout time.Duration // the session timeout the server granted
+	grace   time.Duration // between SIGTERM and SIGKILL (graceFor)
 }
 
-// runHeld runs "dsync lock" (name "lock") or "dsync sem": it acquires, runs
-// CMD, releases, and returns the exit status.
+// releasing returns the end of a grant that release releases: CMD's status
+// is dsync's.
+func releasing(release func()) func(status int) int {
+	return func(status int) int {
+		release()
+		return status
+	}
+}
+
+// cmdEnv returns what CMD's environment gains: DSYNC_PATH, and DSYNC_TOKEN
+// if token is not 0.
+func cmdEnv(path string, token int64) []string {
+	env := []string{"DSYNC_PATH=" + path}
+	if token != 0 {
+		env = append(env, "DSYNC_TOKEN="+strconv.FormatInt(token, 10))
+	}
+	return env
+}
+
+// runHeld runs "dsync lock" (name "lock"), "dsync sem", "dsync elect" or
+// "dsync once": it acquires, runs CMD, releases (and for once records the
+// run), and returns the exit status.
 func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Writer) int {
 	sigs, stop := notifySignals()
 	defer stop()
@@ -46,25 +71,23 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 		return code
 	}
 	code = newChild(s, g, stdout, stderr).run(ctx, g.held, sigs)
-	g.release()
+	code = g.end(code)
 	sess.Close()
 	return code
 }
 
-// acquire connects and takes the lock, giving up after -timeout, after
-// -dial-timeout if no server answers, at once under -try if others are
-// ahead, on a signal from sigs, or when ctx is done. After waiting notice
-// in line (0: never), it says on stderr who holds the lock. On failure it
-// reports why on stderr and returns a nil grant and the exit status, having
-// closed the Session.
+// acquire connects and takes the lock (or leadership, or the run's lock),
+// giving up after -timeout, after -dial-timeout if no server answers, at
+// once under -try if others are ahead, on a signal from sigs, or when ctx
+// is done. After waiting notice in line (0: never), it says on stderr who
+// holds the lock. On failure, or when there is nothing to run (a once done
+// already), it reports why on stderr and returns a nil grant and the exit
+// status, having closed the Session.
 func acquire(ctx context.Context, name string, s *settings, notice time.Duration, sigs <-chan os.Signal, stderr io.Writer) (*zkconn.Session, *grant, int) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if s.timeout > 0 {
-		var stop context.CancelFunc
-		wctx, stop = context.WithTimeoutCause(wctx, s.timeout, errTimedOut)
-		defer stop()
-	}
+	wctx, stop := bounded(wctx, s.timeout)
+	defer stop()
 
 	type result struct {
 		sess *zkconn.Session
@@ -92,7 +115,7 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 			if sig != nil {
 				// The signal may have come too late to stop the acquisition.
 				if r.g != nil {
-					r.g.release()
+					r.g.end(128 + signalNumber(sig))
 					r.sess.Close()
 				}
 				fmt.Fprintf(stderr, "dsync: interrupted waiting for %s\n", s.path)
@@ -100,6 +123,12 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 			}
 			if r.err == nil {
 				return r.sess, r.g, 0
+			}
+			if errors.Is(r.err, errDone) {
+				if isTerminal(stderr) {
+					fmt.Fprintf(stderr, "dsync: %s: done already; CMD not run\n", s.path)
+				}
+				return nil, nil, 0
 			}
 			var usage *badUsage
 			_, unanswered := dialTimedOut(r.err)
@@ -121,11 +150,12 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 	}
 }
 
-// take dials ZooKeeper and acquires the mutex or the leases, saying on
-// stderr who holds them once it has waited notice in line (0: never). On
-// failure it closes the Session and returns a *dialError if no server
-// answered (see dialZK), the cause of ctx (errTimedOut…) when ctx ended the
-// wait, or dsync.ErrWouldBlock under -try.
+// take dials ZooKeeper and acquires the mutex, the leases, leadership or
+// the run's lock, as the subcommand name does, saying on stderr who holds
+// them once it has waited notice in line (0: never). On failure it closes
+// the Session and returns a *dialError if no server answered (see dialZK),
+// the cause of ctx (errTimedOut…) when ctx ended the wait,
+// dsync.ErrWouldBlock under -try, or errDone for a once done already.
 func take(ctx context.Context, name string, s *settings, notice time.Duration, stderr io.Writer) (*zkconn.Session, *grant, error) {
 	sess, err := dialZK(ctx, s, stderr)
 	if err != nil {
@@ -146,9 +176,14 @@ func take(ctx context.Context, name string, s *settings, notice time.Duration, s
 	}
 	stopNotice := noticeWaiting(ctx, sess, name, s, notice, stderr)
 	var g *grant
-	if name == "sem" {
+	switch name {
+	case "sem":
 		g, err = takeLeases(ctx, sess, s)
-	} else {
+	case "elect":
+		g, err = takeLeadership(ctx, sess, s)
+	case "once":
+		g, err = takeRun(ctx, sess, s, stderr)
+	default:
 		g, err = takeMutex(ctx, sess, s)
 	}
 	stopNotice()
@@ -179,9 +214,10 @@ func takeMutex(ctx context.Context, sess *zkconn.Session, s *settings) (*grant, 
 	}
 	return &grant{
 		held:    held,
+		what:    "lock on " + s.path,
 		revoked: dsync.Revoked(held),
-		release: m.Unlock,
-		env:     []string{"DSYNC_PATH=" + s.path, "DSYNC_TOKEN=" + strconv.FormatInt(m.Token(), 10)},
+		end:     releasing(m.Unlock),
+		env:     cmdEnv(s.path, m.Token()),
 	}, nil
 }
 
@@ -211,5 +247,5 @@ func takeLeases(ctx context.Context, sess *zkconn.Session, s *settings) (*grant,
 			l.Release()
 		}
 	}
-	return &grant{held: held, release: release, env: []string{"DSYNC_PATH=" + s.path}}, nil
+	return &grant{held: held, what: "lock on " + s.path, end: releasing(release), env: cmdEnv(s.path, 0)}, nil
 }

@@ -19,34 +19,18 @@ import (
 
 // A row is one node of the listing.
 type row struct {
-	role string // "holder" or "waiter"
+	role string // "holder", "leader", "waiter" or "done"
 	node string // relative to PATH
 	p    dsync.Participant
 }
 
 // runLs runs "dsync ls": it prints the holders and waiters at s.path.
 func runLs(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
-	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, s.timeout, errTimedOut)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx, s.timeout)
+	defer cancel()
 	rows, err := list(ctx, s, stderr)
 	if err != nil {
-		if de, ok := dialTimedOut(err); ok {
-			fmt.Fprintf(stderr, "dsync: %v\n", de)
-			return exitFail
-		}
-		note := dialNote(err)
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-		if errors.Is(err, errTimedOut) {
-			fmt.Fprintf(stderr, "dsync: timed out listing %s%s\n", s.path, note)
-		} else {
-			fmt.Fprintf(stderr, "dsync: ls %s: %v\n", s.path, err)
-		}
-		return exitFail
+		return failed(ctx, "ls", "listing", s.path, err, stderr)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintf(stdout, "no holders or waiters at %s\n", s.path)
@@ -56,7 +40,7 @@ func runLs(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tNODE\tSESSION\tAGE\tDATA")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t0x%x\t%s\t%s\n", r.role, r.node, uint64(r.p.Session), age(now.Sub(r.p.Created)), data(r.p.Data))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.role, r.node, session(r.p.Session), age(now.Sub(r.p.Created)), data(r.p.Data))
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintf(stderr, "dsync: %v\n", err)
@@ -87,22 +71,53 @@ func list(ctx context.Context, s *settings, stderr io.Writer) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	if slices.Contains(kids, "leases") || slices.Contains(kids, "locks") {
+	switch {
+	case slices.Contains(kids, "leases") || slices.Contains(kids, "locks"):
 		return listSemaphore(ctx, sess, s.path)
-	}
-	if slices.ContainsFunc(kids, isReadWrite) {
+	case slices.Contains(kids, "lock") || slices.Contains(kids, "done"):
+		return listOnce(ctx, sess, s.path)
+	case slices.ContainsFunc(kids, isReadWrite):
 		return listReadWrite(ctx, sess, s.path)
+	case slices.ContainsFunc(kids, isLatch):
+		line, err := dsync.NewElection(sess, s.path).Participants(ctx)
+		return queueRows(line, "leader", ""), err
 	}
 	line, err := dsync.NewMutex(sess, s.path).Participants(ctx)
+	return queueRows(line, "holder", ""), err
+}
+
+// queueRows returns the rows of the nodes of a queue, line, in order: the
+// first one's role is first, the others wait. prefix goes before each node's
+// name.
+func queueRows(line []dsync.Participant, first, prefix string) []row {
+	rows := make([]row, len(line))
+	for i, p := range line {
+		rows[i] = row{role: "waiter", node: prefix + p.Node, p: p}
+	}
+	if len(rows) > 0 {
+		rows[0].role = first
+	}
+	return rows
+}
+
+// isLatch reports whether a node is an Election's (Curator's LeaderLatch
+// layout).
+func isLatch(node string) bool { return strings.Contains(node, "latch-") }
+
+// listOnce lists the Once at path (see dsync.Once): the record of the run
+// that succeeded, if any, then the nodes queued at PATH/lock.
+func listOnce(ctx context.Context, sess *zkconn.Session, path string) ([]row, error) {
+	rec, done, err := dsync.NewOnce(sess, path).Record(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows := make([]row, len(line))
-	for i, p := range line {
-		rows[i] = row{role: "waiter", node: p.Node, p: p}
+	line, err := dsync.NewMutex(sess, oncePath(path, "lock")).Participants(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if len(rows) > 0 {
-		rows[0].role = "holder"
+	rows := queueRows(line, "holder", "lock/")
+	if done {
+		rows = append([]row{{role: "done", node: "done", p: dsync.Participant{Data: rec.Data, Created: rec.Created}}}, rows...)
 	}
 	return rows, nil
 }
@@ -157,6 +172,15 @@ func listSemaphore(ctx context.Context, sess *zkconn.Session, path string) ([]ro
 		waiters = append(waiters, row{role: "waiter", node: "locks/" + p.Node, p: p})
 	}
 	return slices.Concat(holders, pending, waiters), nil
+}
+
+// session formats the ZooKeeper session of a node: "-" for a persistent
+// node (a once's record).
+func session(id int64) string {
+	if id == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("0x%x", uint64(id))
 }
 
 // age formats how long ago a node was made, rounded to what matters.

@@ -16,8 +16,8 @@ func main() {
 // run runs dsync with the command-line arguments args (without the program
 // name) and returns the exit status. CMD's output goes to stdout and stderr
 // (and its input comes from os.Stdin); so do dsync's own messages and usage.
-// Canceling ctx ends a wait for a lock, or terminates CMD as -lost term
-// would, without exit status 3.
+// Canceling ctx ends a wait for a lock (or leadership), or terminates CMD as
+// -lost term would, without exit status 3; it ends "elect -listen" too.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, mainUsage)
@@ -25,10 +25,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	name, rest := args[0], args[1:]
 	switch name {
-	case "lock", "sem":
+	case "lock", "sem", "elect", "once":
 		s, code, ok := parseOrUsage(name, rest, stdout, stderr)
 		if !ok {
 			return code
+		}
+		switch {
+		case s.listen:
+			return runListen(ctx, s, stdout, stderr)
+		case s.status || s.reset:
+			return runOnceAdmin(ctx, s, stdout, stderr)
 		}
 		return runHeld(ctx, name, s, stdout, stderr)
 	case "ls":
@@ -46,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		if name == "help" && len(rest) > 0 {
 			switch rest[0] {
-			case "lock", "sem", "ls", "revoke":
+			case "lock", "sem", "elect", "once", "ls", "revoke":
 				newFlagSet(rest[0], &settings{}, stdout).Usage()
 				return 0
 			}

@@ -12,8 +12,9 @@ import (
 	"golang.org/x/term"
 )
 
-// waitNoticeAfter is how long "lock" and "sem" wait in line before they say
-// who holds the lock, when stderr is a terminal (lockUsage says so too).
+// waitNoticeAfter is how long "lock", "sem", "elect" and "once" wait in
+// line before they say who holds the lock (or leads), when stderr is a
+// terminal (lockUsage and electUsage say so too).
 const waitNoticeAfter = 3 * time.Second
 
 // isTerminal reports whether w is a terminal. dsync says who holds the lock
@@ -64,8 +65,9 @@ func noticeWaiting(ctx context.Context, sess *zkconn.Session, name string, s *se
 }
 
 // holders describes who holds the lock at s.path: "held by DATA, session
-// 0x…" for a mutex, "K of N leases held, W wanted; first holder DATA,
-// session 0x…" for a semaphore. It returns "" when nobody else holds it.
+// 0x…" for a mutex (a once's at PATH/lock), "led by ID, session 0x…" for an
+// election, "K of N leases held, W wanted; first holder DATA, session 0x…"
+// for a semaphore. It returns "" when nobody else holds it.
 func holders(ctx context.Context, sess *zkconn.Session, name string, s *settings) (string, error) {
 	if name == "sem" {
 		leases, err := dsync.NewWeighted(sess, s.path, s.max).Participants(ctx)
@@ -87,14 +89,26 @@ func holders(ctx context.Context, sess *zkconn.Session, name string, s *settings
 	if err != nil {
 		return "", err
 	}
-	line, err := dsync.NewMutex(sess, s.path).Participants(ctx)
+	var (
+		line []dsync.Participant
+		by   = "held by "
+	)
+	switch name {
+	case "elect":
+		line, err = newElection(sess, s).Participants(ctx)
+		by = "led by "
+	case "once":
+		line, err = dsync.NewMutex(sess, oncePath(s.path, "lock")).Participants(ctx)
+	default:
+		line, err = dsync.NewMutex(sess, s.path).Participants(ctx)
+	}
 	if err != nil {
 		return "", err
 	}
 	if len(line) == 0 || line[0].Session == h.ID() {
 		return "", nil // dsync holds it now
 	}
-	return "held by " + holder(line[0]), nil
+	return by + holder(line[0]), nil
 }
 
 // holder describes the node of a holder: its data (host and pid for dsync,

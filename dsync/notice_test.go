@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsync-go/dsync"
 	"github.com/dsync-go/dsync/internal/syncbuf"
 	"github.com/dsync-go/dsync/zkconn"
 	"github.com/go-zookeeper/zk"
@@ -40,7 +41,7 @@ func takeAsync(t *testing.T, stderr *syncbuf.Buffer, name string, args ...string
 			r = &got
 			cancel()
 			if r.g != nil {
-				r.g.release()
+				r.g.end(0)
 				r.sess.Close()
 			}
 		}
@@ -117,6 +118,35 @@ func TestWaitingNoticeSem(t *testing.T) {
 		t.Fatalf("stderr = %q; want %q", stderr.String(), want)
 	}
 	release()
+	if err := finish(); err != nil {
+		t.Fatalf("take = %v", err)
+	}
+}
+
+// TestWaitingNoticeElect: for an election, the line says who leads.
+func TestWaitingNoticeElect(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	sess := dial(t, shared.Addr())
+	e := dsync.NewElection(sess, path)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.Campaign(ctx, "the boss"); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := e.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncbuf.Buffer
+	finish := takeAsync(t, &stderr, "elect", "-zk", shared.Addr(), path, "--", "true")
+	want := fmt.Sprintf("dsync: waiting for %s (led by the boss, session 0x%x)\n", path, uint64(leader.Session))
+	if !stderr.Await(want, 30*time.Second) {
+		t.Fatalf("stderr = %q; want %q", stderr.String(), want)
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := finish(); err != nil {
 		t.Fatalf("take = %v", err)
 	}

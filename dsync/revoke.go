@@ -15,11 +15,8 @@ import (
 // runRevoke runs "dsync revoke": it asks the holders of the lock at s.path,
 // or the one node at s.path, to release, and prints each node it asked.
 func runRevoke(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
-	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, s.timeout, errTimedOut)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx, s.timeout)
+	defer cancel()
 	sess, err := dialZK(ctx, s, stderr)
 	if err != nil {
 		return revokeFailed(ctx, s.path, err, stderr)

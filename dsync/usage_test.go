@@ -42,6 +42,19 @@ func TestBadUsageExits2(t *testing.T) {
 		{"ls missing PATH", []string{"ls"}, "missing PATH"},
 		{"ls two paths", []string{"ls", "/x", "/y"}, `unexpected argument "/y"`},
 		{"ls lock flag", []string{"ls", "-try", "/x"}, "flag provided but not defined: -try"},
+		{"elect missing CMD", []string{"elect", "/x", "--"}, "missing CMD"},
+		{"elect missing --", []string{"elect", "-id", "a", "/x"}, "missing -- before CMD"},
+		{"elect -try", []string{"elect", "-try", "/x", "--", "true"}, "flag provided but not defined: -try"},
+		{"elect -listen with CMD", []string{"elect", "-listen", "/x", "--", "true"}, "-listen takes no CMD"},
+		{"elect -listen -id", []string{"elect", "-listen", "-id", "a", "/x"}, "-id does not go with -listen"},
+		{"elect -listen -timeout", []string{"elect", "-listen", "-timeout", "1s", "/x"}, "-timeout does not go with -listen"},
+		{"elect -listen two paths", []string{"elect", "-listen", "/x", "/y"}, `unexpected argument "/y"`},
+		{"once missing CMD", []string{"once", "/x", "--"}, "missing CMD"},
+		{"once -revocable", []string{"once", "-revocable", "/x", "--", "true"}, "flag provided but not defined: -revocable"},
+		{"once -status with CMD", []string{"once", "-status", "/x", "--", "true"}, "-status takes no CMD"},
+		{"once -status -reset", []string{"once", "-status", "-reset", "/x"}, "-status and -reset exclude each other"},
+		{"once -reset -grace", []string{"once", "-reset", "-grace", "1s", "/x"}, "-grace does not go with -reset"},
+		{"once -status missing PATH", []string{"once", "-status"}, "missing PATH"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
@@ -74,6 +87,11 @@ func TestHelpExits0(t *testing.T) {
 		{[]string{"lock", "-h"}, []string{"usage: dsync lock", "-grace", "-session-timeout", "-timeout"}},
 		{[]string{"sem", "-h"}, []string{"usage: dsync sem [flags] -max N [-n W] PATH -- CMD", "-max", "-n"}},
 		{[]string{"ls", "-h"}, []string{"usage: dsync ls"}},
+		{[]string{"-h"}, []string{"elect", "once", `"dsync help elect"`}},
+		{[]string{"help", "elect"}, []string{"usage: dsync elect [flags] PATH -- CMD", "dsync elect -listen", "-id", "-selector", "-lost", "Exit status", "With -listen"}},
+		{[]string{"elect", "-h"}, []string{"usage: dsync elect", "-grace", "-timeout"}},
+		{[]string{"help", "once"}, []string{"usage: dsync once [flags] PATH -- CMD", "dsync once -status", "-reset", "-lost", "Exit status", "With -status"}},
+		{[]string{"once", "-h"}, []string{"usage: dsync once", "-status"}},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer

@@ -303,8 +303,11 @@ func (s *Session) run() {
 	defer s.bg.Done()
 	for {
 		s.mu.Lock()
-		c, at := s.cur, s.expireAt
+		c, at, closed := s.cur, s.expireAt, s.closed
 		s.mu.Unlock()
+		if closed { // replace, say, found it closed: nothing more to start
+			return
+		}
 		var fire <-chan time.Time
 		switch {
 		case c == nil:

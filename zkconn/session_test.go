@@ -638,3 +638,28 @@ func mustDeadline(ctx context.Context) time.Time {
 	d, _ := ctx.Deadline()
 	return d
 }
+
+// TestCloseWhileReplacing pins a busy loop: a Close that came while the
+// Session had no connection (its session just lost, run about to start the
+// next one) left run starting nothing, forever, and Close waiting for it.
+func TestCloseWhileReplacing(t *testing.T) {
+	for range 50 {
+		s, err := Dial(context.Background(), []string{shared.Addr()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		s.retireLocked(s.cur) // as a lost session does: run starts the next connection
+		closed := make(chan struct{})
+		go func() {
+			s.Close()
+			close(closed)
+		}()
+		s.mu.Unlock()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close did not return: the Session's run goroutine never ended")
+		}
+	}
+}

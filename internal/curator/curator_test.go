@@ -270,16 +270,27 @@ func TestKill(t *testing.T) {
 
 func TestLoopMutex(t *testing.T) {
 	t.Parallel()
+	runLoops(t, Mutex, 2, 20, nil)
+}
+
+// runLoops runs procs "loop kind" processes at once, ITER iter, on one path
+// and log file, process i with the arguments max(i) after LOGFILE (none if
+// max is nil), and checks their log.
+func runLoops(t *testing.T, kind string, procs, iter int, max func(i int) []string) {
+	t.Helper()
 	addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
 	logfile := filepath.Join(t.TempDir(), "log")
-	const procs, iter = 2, 20
 
 	var wg sync.WaitGroup
 	errs := make([]error, procs)
 	outs := make([][]string, procs)
 	for i := range procs {
+		args := []string{"loop", kind, addr, path, strconv.Itoa(iter), logfile}
+		if max != nil {
+			args = append(args, max(i)...)
+		}
 		wg.Go(func() {
-			outs[i], errs[i] = tool.Run(ctx, "loop", Mutex, addr, path, strconv.Itoa(iter), logfile)
+			outs[i], errs[i] = tool.Run(ctx, args...)
 		})
 	}
 	wg.Wait()
@@ -288,7 +299,7 @@ func TestLoopMutex(t *testing.T) {
 			t.Fatal(errs[i])
 		}
 		if want := []string{"done " + strconv.Itoa(iter)}; strings.Join(outs[i], "\n") != want[0] {
-			t.Fatalf("loop printed %q, want %q", outs[i], want)
+			t.Fatalf("loop %s printed %q, want %q", kind, outs[i], want)
 		}
 	}
 	checkLog(t, logfile, procs, iter)
@@ -796,4 +807,233 @@ func TestBenchReadWrite(t *testing.T) {
 		t.Fatalf("implausible bench rw line %q", out[1])
 	}
 	t.Log(out[1])
+}
+
+var latchName = regexp.MustCompile(`^_c_` + uuid + `-latch-[0-9]{10}$`)
+
+// lead starts a Leader that is killed at the end of t unless it resigned.
+func lead(t testing.TB, ctx context.Context, kind, addr, path, id string) *Leader {
+	t.Helper()
+	l, err := tool.Lead(ctx, kind, addr, path, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Kill)
+	return l
+}
+
+// nextEvent returns l's next event, which must be a leader event if leader
+// is true, a notleader event otherwise.
+func nextEvent(t testing.TB, l *Leader, leader bool) LeaderEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e, err := l.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Leader != leader {
+		t.Fatalf("lead reported %+v, want Leader %v", e, leader)
+	}
+	return e
+}
+
+// wantLeader checks that "leader kind" names id as the leader of path, or
+// no one if id is empty.
+func wantLeader(t testing.TB, ctx context.Context, kind, addr, path, id string) {
+	t.Helper()
+	got, ok, err := tool.LeaderID(ctx, kind, addr, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != id || ok != (id != "") {
+		t.Fatalf("leader %s = %q, %v; want %q", kind, got, ok, id)
+	}
+}
+
+// checkData checks that node is ephemeral and carries data.
+func checkData(t testing.TB, c *zk.Conn, node, data string) {
+	t.Helper()
+	got, st, err := c.Get(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != data || st.EphemeralOwner == 0 {
+		t.Fatalf("%s: data %q, ephemeralOwner %d; want %q, ephemeral", node, got, st.EphemeralOwner, data)
+	}
+}
+
+// TestElection runs two participants of each recipe: LeaderLatch (latch-
+// nodes) and LeaderSelector (an InterProcessMutex's lock- nodes). The first
+// in line leads alone, "leader" and "participants" see the recipe's layout
+// with the ids as node data, and the second leads once the first resigns;
+// a resigned participant reports nothing more.
+func TestElection(t *testing.T) {
+	for _, tc := range []struct {
+		kind     string
+		listKind string // the "participants" kind that lists the recipe's nodes
+		nodeName *regexp.Regexp
+	}{
+		{Latch, Latch, latchName},
+		{Selector, Mutex, lockName},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
+			addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+			c := dialZK(t, addr)
+			wantLeader(t, ctx, tc.kind, addr, path, "")
+
+			a := lead(t, ctx, tc.kind, addr, path, "alice")
+			ea := nextEvent(t, a, true)
+			checkNode(t, ea.Node, path, tc.nodeName)
+			b := lead(t, ctx, tc.kind, addr, path, "bob") // returns once its node is queued
+			wantLeader(t, ctx, tc.kind, addr, path, "alice")
+			nodes := participants(t, ctx, tc.listKind, addr, path)
+			if len(nodes) != 2 || nodes[0] != ea.Node {
+				t.Fatalf("participants %s = %q, want [%s <bob's node>]", tc.listKind, nodes, ea.Node)
+			}
+			checkNode(t, nodes[1], path, tc.nodeName)
+			checkData(t, c, nodes[0], "alice")
+			checkData(t, c, nodes[1], "bob")
+			if ev := b.Events(); len(ev) != 0 {
+				t.Fatalf("second participant reported %+v while the first leads", ev)
+			}
+
+			if err := a.Resign(); err != nil {
+				t.Fatal(err)
+			}
+			eb := nextEvent(t, b, true)
+			if eb.Node != nodes[1] || !eb.Time.After(ea.Time) {
+				t.Fatalf("second leader event %+v, want node %s after %v", eb, nodes[1], ea.Time)
+			}
+			if ev := a.Events(); len(ev) != 1 {
+				t.Fatalf("resigned participant reported %+v, want its leader event alone", ev)
+			}
+			wantLeader(t, ctx, tc.kind, addr, path, "bob")
+			if got := participants(t, ctx, tc.listKind, addr, path); !slices.Equal(got, nodes[1:]) {
+				t.Fatalf("participants %s after resign = %q, want %q", tc.listKind, got, nodes[1:])
+			}
+			if err := b.Resign(); err != nil {
+				t.Fatal(err)
+			}
+			if ev := b.Events(); len(ev) != 1 {
+				t.Fatalf("resigned participant reported %+v, want its leader event alone", ev)
+			}
+			wantLeader(t, ctx, tc.kind, addr, path, "")
+		})
+	}
+}
+
+// TestLeadResignWaiting checks that a participant that resigns before it
+// leads leaves the line: the leader is unchanged and its node is gone.
+func TestLeadResignWaiting(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{Latch, Selector} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+			c := dialZK(t, addr)
+			a := lead(t, ctx, kind, addr, path, "alice")
+			ea := nextEvent(t, a, true)
+			b := lead(t, ctx, kind, addr, path, "bob")
+			if err := b.Resign(); err != nil {
+				t.Fatal(err)
+			}
+			if ev := b.Events(); len(ev) != 0 {
+				t.Fatalf("participant that resigned in line reported %+v", ev)
+			}
+			if kids, _, err := c.Children(path); err != nil || len(kids) != 1 || path+"/"+kids[0] != ea.Node {
+				t.Fatalf("children of %s = %q (%v), want the leader's node alone", path, kids, err)
+			}
+			wantLeader(t, ctx, kind, addr, path, "alice")
+			if err := a.Resign(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestLeadTerm sends SIGTERM to a leader: its shutdown hook resigns before
+// the JVM exits, so the leader's node is gone by the time the process has
+// exited (a killed JVM's node would stay until its session expired), and the
+// participant in line leads.
+func TestLeadTerm(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{Latch, Selector} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+			c := dialZK(t, addr)
+			a := lead(t, ctx, kind, addr, path, "alice")
+			ea := nextEvent(t, a, true)
+			b := lead(t, ctx, kind, addr, path, "bob")
+			if err := a.Term(); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _, err := c.Exists(ea.Node); err != nil || ok {
+				t.Fatalf("leader's node %s after its JVM exited on SIGTERM: exists %v (%v); want it gone", ea.Node, ok, err)
+			}
+			if eb := nextEvent(t, b, true); !eb.Time.After(ea.Time) {
+				t.Fatalf("second leader event %+v, want it after %v", eb, ea.Time)
+			}
+			if ev := a.Events(); len(ev) != 1 {
+				t.Fatalf("terminated %s reported %+v, want its leader event alone", kind, ev)
+			}
+			wantLeader(t, ctx, kind, addr, path, "bob")
+			if err := a.Term(); err != nil {
+				t.Fatalf("second Term: %v; want the first one's outcome, nil", err)
+			}
+			if err := b.Resign(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestLeadSuspended cuts a leader's connection: Curator suspends it, and
+// both recipes report the loss. The session survives, so the latch, whose
+// node is still first, leads again on reconnection; the selector, without
+// autoRequeue, gives up its lock and stays out.
+func TestLeadSuspended(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{Latch, Selector} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+			c := dialZK(t, addr)
+			proxy := zktest.NewProxy(t, addr)
+			l := lead(t, ctx, kind, proxy.Addr(), path, "alice")
+			e := nextEvent(t, l, true)
+			proxy.Cut()
+			lost := nextEvent(t, l, false)
+			if !lost.Time.After(e.Time) {
+				t.Fatalf("notleader at %v, not after leader at %v", lost.Time, e.Time)
+			}
+			if kind == Latch {
+				if again := nextEvent(t, l, true); again.Node != e.Node {
+					t.Fatalf("latch leads again with %s, want its node %s", again.Node, e.Node)
+				}
+			} else {
+				zktest.AwaitChildren(t, c, path, 0)
+			}
+			if err := l.Resign(); err != nil {
+				t.Fatal(err)
+			}
+			want := 2 // leader, notleader
+			if kind == Latch {
+				want = 3 // and leader again
+			}
+			if ev := l.Events(); len(ev) != want {
+				t.Fatalf("%s reported %+v, want %d events", kind, ev, want)
+			}
+		})
+	}
+}
+
+// TestLoopLatch checks that LeaderLatch participants, each taking turns with
+// a new latch as "loop latch" does, never lead at once (and never lose
+// leadership: no "lost" line).
+func TestLoopLatch(t *testing.T) {
+	t.Parallel()
+	runLoops(t, Latch, 2, 20, func(i int) []string { return []string{"java" + strconv.Itoa(i)} })
 }

@@ -4,9 +4,10 @@
 // for the command protocol. Protocol lines go to stdout, one per line, flushed
 // at once; errors go to stderr with exit code 1.
 //
-// Commands (KIND is mutex, semmutex, sem, read, write or multi; MAX is the
-// lease count of sem, either an integer or the absolute path of a SharedCount
-// holding it; PATH of multi is a comma-separated list of paths):
+// Commands (KIND is mutex, semmutex, sem, read, write, multi or latch; MAX is
+// the lease count of sem, either an integer or the absolute path of a
+// SharedCount holding it, and the participant id of latch; PATH of multi is a
+// comma-separated list of paths):
 //
 //	hold KIND CONNECT PATH [MAX]
 //	hold-revocable KIND CONNECT PATH     (KIND mutex, read or write)
@@ -17,25 +18,36 @@
 //	count-set CONNECT PATH VALUE
 //	bench KIND CONNECT PATH SESSIONS SECONDS [MAX]
 //	bench rw CONNECT PATH SESSIONS SECONDS READPCT
+//	lead KIND CONNECT PATH ID            (KIND latch or selector; SIGTERM resigns too)
+//	leader KIND CONNECT PATH             (KIND latch or selector)
 
 import java.io.BufferedReader;
 import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.Consumer;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMultiLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
@@ -47,7 +59,9 @@ import org.apache.curator.framework.recipes.locks.LockInternals;
 import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.framework.recipes.locks.StandardLockInternalsDriver;
 import org.apache.curator.framework.recipes.shared.SharedCount;
+import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.RetryNTimes;
+import org.apache.curator.utils.ThreadUtils;
 import org.apache.curator.utils.ZKPaths;
 import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.data.Stat;
@@ -89,7 +103,7 @@ public final class Interop {
     static void run(String[] args) throws Exception {
         if (args.length < 1) {
             throw new UsageException(
-                    "usage: Interop hold|hold-revocable|revoke|loop|participants|count-get|count-set|bench ...");
+                    "usage: Interop hold|hold-revocable|revoke|loop|participants|count-get|count-set|bench|lead|leader ...");
         }
         String cmd = args[0];
         String[] rest = Arrays.copyOfRange(args, 1, args.length);
@@ -128,6 +142,14 @@ public final class Interop {
             case "bench":
                 need(rest, 5, 6, "bench KIND CONNECT PATH SESSIONS SECONDS [MAX|READPCT]");
                 bench(rest[0], rest[1], rest[2], Integer.parseInt(rest[3]), Double.parseDouble(rest[4]), opt(rest, 5));
+                break;
+            case "lead":
+                need(rest, 4, 4, "lead KIND CONNECT PATH ID");
+                lead(rest[0], rest[1], rest[2], rest[3]);
+                break;
+            case "leader":
+                need(rest, 3, 3, "leader KIND CONNECT PATH");
+                leader(rest[0], rest[1], rest[2]);
                 break;
             default:
                 throw new UsageException("unknown command " + cmd);
@@ -186,6 +208,87 @@ public final class Interop {
             }
         }
         return null;
+    }
+
+    // ---- waiting and stdin ------------------------------------------------
+
+    /**
+     * Prints "waiting" once: when a thread that polls ownedChild every 5 ms
+     * finds a node of this session in one of its directories, or when print()
+     * or stop() is called, whichever comes first. Callers print the lines
+     * that must follow "waiting" after a print() of their own.
+     */
+    static final class Waiting {
+        private final Thread poll;
+        private volatile boolean stopped;
+        private boolean said; // guarded by this
+
+        private Waiting(CuratorFramework client, String[] dirs) {
+            poll = new Thread(() -> {
+                try {
+                    while (!stopped) {
+                        for (String dir : dirs) {
+                            if (ownedChild(client, dir) != null) {
+                                print();
+                                return;
+                            }
+                        }
+                        Thread.sleep(5);
+                    }
+                } catch (InterruptedException ignored) {
+                    // stopped
+                } catch (Exception e) {
+                    System.err.println("interop: waiting detection: " + e);
+                }
+            }, "interop-waiting");
+            poll.setDaemon(true);
+        }
+
+        /** Starts polling dirs for a node of client's session. */
+        static Waiting start(CuratorFramework client, String... dirs) {
+            Waiting w = new Waiting(client, dirs);
+            w.poll.start();
+            return w;
+        }
+
+        /** Prints "waiting" unless it has been printed. */
+        synchronized void print() {
+            if (!said) {
+                said = true;
+                say("waiting");
+            }
+        }
+
+        /**
+         * Stops the polling and waits for it to end, then prints "waiting"
+         * unless it has been printed. The calling thread must not be
+         * interrupted meanwhile.
+         */
+        void stop() throws InterruptedException {
+            stopped = true;
+            poll.interrupt();
+            poll.join();
+            print();
+        }
+    }
+
+    /**
+     * Starts a daemon thread that reads one line from stdin, then calls
+     * then.accept(true), or then.accept(false) on EOF or a read error.
+     */
+    static void onStdin(Consumer<Boolean> then) {
+        Thread t = new Thread(() -> {
+            boolean line = false;
+            try {
+                BufferedReader r = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+                line = r.readLine() != null;
+            } catch (Exception ignored) {
+                // treat a read error like EOF
+            }
+            then.accept(line);
+        }, "interop-stdin");
+        t.setDaemon(true);
+        t.start();
     }
 
     // ---- locks ------------------------------------------------------------
@@ -296,6 +399,14 @@ public final class Interop {
         String[] queueDirs();
 
         Collection<String> participants() throws Exception;
+
+        /**
+         * Whether the hold was lost since acquire() was called: only a latch
+         * tells (its notLeader listener has run); the other kinds say false.
+         */
+        default boolean lost() {
+            return false;
+        }
     }
 
     /**
@@ -421,11 +532,13 @@ public final class Interop {
                     }
                 };
             }
+            case "latch":
+                return latchLock(client, path, max == null ? "" : max);
             case "rw":
                 throw new UsageException("KIND rw is only for participants and bench");
             default:
                 throw new UsageException(
-                        "unknown KIND " + kind + " (want mutex, semmutex, sem, read, write or multi)");
+                        "unknown KIND " + kind + " (want mutex, semmutex, sem, read, write, multi or latch)");
         }
     }
 
@@ -460,6 +573,67 @@ public final class Interop {
             }
         };
     }
+
+    /**
+     * A Lock over LeaderLatch(client, path, id): acquire() starts a new latch
+     * and awaits leadership (closing the latch if the wait fails), release()
+     * closes it; lost() tells whether the latch's notLeader listener has run.
+     * Participants are the latch- children of path, full paths, in the order
+     * LeaderLatch sorts them (LockInternals.getSortedChildren with "latch-").
+     */
+    static Lock latchLock(CuratorFramework client, String path, String id) {
+        AtomicReference<LeaderLatch> held = new AtomicReference<>();
+        AtomicBoolean lost = new AtomicBoolean(false);
+        return new Lock() {
+            public void acquire() throws Exception {
+                LeaderLatch l = new LeaderLatch(client, path, id);
+                lost.set(false);
+                l.addListener(new LeaderLatchListener() {
+                    public void isLeader() {
+                    }
+
+                    public void notLeader() {
+                        lost.set(true);
+                    }
+                });
+                l.start();
+                try {
+                    l.await();
+                } catch (Exception e) {
+                    l.close();
+                    throw e;
+                }
+                held.set(l);
+            }
+
+            public String node() {
+                LeaderLatch l = held.get();
+                return l == null ? null : l.getOurPath();
+            }
+
+            public void release() throws Exception {
+                LeaderLatch l = held.getAndSet(null);
+                if (l != null) {
+                    l.close();
+                }
+            }
+
+            public String[] queueDirs() {
+                return new String[] {path};
+            }
+
+            public Collection<String> participants() throws Exception {
+                return LockInternals.getParticipantNodes(client, path, LATCH_NAME,
+                        StandardLockInternalsDriver::standardFixForSorting);
+            }
+
+            public boolean lost() {
+                return lost.get();
+            }
+        };
+    }
+
+    static final String LATCH_NAME = "latch-";
 
     /** getParticipantNodes, with a missing PATH/leases read as no leases. */
     static Collection<String> leaseNames(InterProcessSemaphoreV2 s) throws Exception {
@@ -506,16 +680,8 @@ public final class Interop {
             Object mu = new Object();
             boolean[] acquired = {false};
             boolean[] cancel = {false};
-            AtomicBoolean waitingSaid = new AtomicBoolean(false);
 
-            Thread stdin = new Thread(() -> {
-                boolean line = false;
-                try {
-                    BufferedReader r = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-                    line = r.readLine() != null;
-                } catch (Exception ignored) {
-                    // treat a read error like EOF
-                }
+            onStdin(line -> {
                 synchronized (mu) {
                     if (line && !acquired[0]) {
                         cancel[0] = true;
@@ -523,32 +689,8 @@ public final class Interop {
                     }
                 }
                 wake.countDown();
-            }, "interop-stdin");
-            stdin.setDaemon(true);
-            stdin.start();
-
-            AtomicBoolean stopWatch = new AtomicBoolean(false);
-            Thread watch = new Thread(() -> {
-                try {
-                    while (!stopWatch.get()) {
-                        for (String dir : lock.queueDirs()) {
-                            if (ownedChild(client, dir) != null) {
-                                if (waitingSaid.compareAndSet(false, true)) {
-                                    say("waiting");
-                                }
-                                return;
-                            }
-                        }
-                        Thread.sleep(5);
-                    }
-                } catch (InterruptedException ignored) {
-                    // stopped
-                } catch (Exception e) {
-                    System.err.println("interop: waiting detection: " + e);
-                }
-            }, "interop-watch");
-            watch.setDaemon(true);
-            watch.start();
+            });
+            Waiting waiting = Waiting.start(client, lock.queueDirs());
 
             boolean got = false;
             try {
@@ -561,18 +703,13 @@ public final class Interop {
                     throw e;
                 }
             }
-            stopWatch.set(true);
-            watch.interrupt();
-            watch.join();
             boolean canceled;
             synchronized (mu) {
                 canceled = cancel[0];
                 acquired[0] = got;
                 Thread.interrupted(); // an interrupt from the stdin thread is handled here
             }
-            if (waitingSaid.compareAndSet(false, true)) {
-                say("waiting");
-            }
+            waiting.stop();
             if (!got) {
                 if (!canceled) {
                     throw new IllegalStateException("acquire returned without the lock");
@@ -616,10 +753,16 @@ public final class Interop {
 
     // ---- loop -------------------------------------------------------------
 
+    /**
+     * loop: iter times, acquires, appends "enter java-PID", sleeps 0-2 ms,
+     * appends "lost java-PID" if the lock says its hold was lost (a latch
+     * whose notLeader listener ran), appends "exit java-PID", releases.
+     */
     static void loop(String kind, String connect, String path, int iter, String logfile, String max)
             throws Exception {
         String id = "java-" + ProcessHandle.current().pid();
         byte[] enter = ("enter " + id + "\n").getBytes(StandardCharsets.UTF_8);
+        byte[] lostLine = ("lost " + id + "\n").getBytes(StandardCharsets.UTF_8);
         byte[] exit = ("exit " + id + "\n").getBytes(StandardCharsets.UTF_8);
         CuratorFramework client = connect(connect);
         // FileOutputStream in append mode opens with O_APPEND; each write of a
@@ -631,6 +774,9 @@ public final class Interop {
                 try {
                     log.write(enter);
                     LockSupport.parkNanos(ThreadLocalRandom.current().nextLong(2_000_001L));
+                    if (lock.lost()) {
+                        log.write(lostLine);
+                    }
                     log.write(exit);
                 } finally {
                     lock.release();
@@ -677,6 +823,229 @@ public final class Interop {
             c.start();
             c.setCount(value);
             say("ok");
+        } finally {
+            client.close();
+        }
+    }
+
+    // ---- lead, leader -----------------------------------------------------
+
+    /** Returns whether KIND of lead or leader is selector; else it must be latch. */
+    static boolean isSelector(String kind) throws UsageException {
+        switch (kind) {
+            case "latch":
+                return false;
+            case "selector":
+                return true;
+            default:
+                throw new UsageException("unknown KIND " + kind + " (want latch or selector)");
+        }
+    }
+
+    /** The wall clock as Unix time in microseconds. */
+    static long micros() {
+        Instant now = Instant.now();
+        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+    }
+
+    /**
+     * The leader and notleader lines of lead, printed from Curator's threads:
+     * after "waiting", and never once resign() has been called.
+     */
+    static final class Leadership {
+        private final Waiting waiting;
+        // All guarded by this.
+        private boolean resigned;
+        private boolean leading; // the last line printed is a leader line
+        private boolean led; // a leader line has been printed
+
+        Leadership(Waiting waiting) {
+            this.waiting = waiting;
+        }
+
+        /**
+         * Prints "leader NODE MICROS" (NODE "-" when null) unless resigned;
+         * returns whether it did.
+         */
+        synchronized boolean leader(String node) {
+            if (resigned) {
+                return false;
+            }
+            waiting.print();
+            say("leader " + (node == null ? "-" : node) + " " + micros());
+            leading = true;
+            led = true;
+            return true;
+        }
+
+        /** Prints "notleader MICROS" if the last line was a leader line, unless resigned. */
+        synchronized void notLeader() {
+            if (leading && !resigned) {
+                say("notleader " + micros());
+                leading = false;
+            }
+        }
+
+        /** Ends the printing; returns whether a leader line was ever printed. */
+        synchronized boolean resign() {
+            resigned = true;
+            return led;
+        }
+    }
+
+    /**
+     * lead: campaigns on path as id with a LeaderLatch or a LeaderSelector;
+     * prints "waiting" once its node exists, then leader and notleader lines
+     * as leadership comes and goes, until a line or EOF on stdin, or SIGTERM;
+     * then leaves the election and prints "released".
+     *
+     * SIGTERM (or any other start of the JVM's shutdown) runs a shutdown
+     * hook that wakes the campaign as a line on stdin would, then joins the
+     * main thread: the JVM goes on until main has closed the recipe and the
+     * client and halts with its own status, as it does after a resignation
+     * on stdin.
+     */
+    static void lead(String kind, String connect, String path, String id) throws Exception {
+        boolean selector = isSelector(kind);
+        CuratorFramework client = connect(connect);
+        try {
+            CountDownLatch wake = new CountDownLatch(1);
+            onStdin(line -> wake.countDown());
+            Thread main = Thread.currentThread();
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                wake.countDown();
+                // main halts the JVM once it has resigned, so this join
+                // never returns; the JVM's own halt (status 143) never runs.
+                joinUninterruptibly(main);
+            }, "interop-sigterm"));
+            Waiting waiting = Waiting.start(client, path);
+            Leadership lines = new Leadership(waiting);
+            if (selector) {
+                leadSelector(client, path, id, lines, wake);
+            } else {
+                leadLatch(client, path, id, lines, wake);
+            }
+            waiting.stop();
+            say("released");
+        } finally {
+            client.close();
+        }
+    }
+
+    /** Waits for t to end, ignoring interrupts. */
+    static void joinUninterruptibly(Thread t) {
+        while (true) {
+            try {
+                t.join();
+                return;
+            } catch (InterruptedException ignored) {
+                // keep waiting
+            }
+        }
+    }
+
+    /**
+     * LeaderLatch(client, path, id), whose listener prints isLeader (NODE is
+     * getLastPathIsLeader(), which Curator sets just before) and notLeader,
+     * until wake; then close() (CloseMode.SILENT: the listener is not called).
+     */
+    static void leadLatch(CuratorFramework client, String path, String id, Leadership lines, CountDownLatch wake)
+            throws Exception {
+        LeaderLatch latch = new LeaderLatch(client, path, id);
+        latch.addListener(new LeaderLatchListener() {
+            public void isLeader() {
+                lines.leader(latch.getLastPathIsLeader());
+            }
+
+            public void notLeader() {
+                lines.notLeader();
+            }
+        });
+        latch.start();
+        wake.await();
+        lines.resign();
+        latch.close();
+    }
+
+    /**
+     * LeaderSelector(client, path, listener) with id, without autoRequeue.
+     * takeLeadership prints the leader line (NODE is this session's child of
+     * path, or null if ZooKeeper cannot tell) and returns on wake;
+     * stateChanged prints notleader before LeaderSelectorListenerAdapter
+     * cancels the leadership (SUSPENDED or LOST), which interrupts
+     * takeLeadership: the selector does not queue again. (A cancellation that
+     * comes before the leader line is printed is reported when it interrupts
+     * takeLeadership: nothing else interrupts it.) On wake, a selector
+     * that never led is interrupted (it stops queuing); once its worker has
+     * ended (the lock released), it is closed. The worker runs on an executor
+     * of ours, one daemon thread as Curator's default, so as to wait for it.
+     */
+    static void leadSelector(CuratorFramework client, String path, String id, Leadership lines, CountDownLatch wake)
+            throws Exception {
+        ExecutorService worker = Executors.newSingleThreadExecutor(ThreadUtils.newThreadFactory("LeaderSelector"));
+        LeaderSelector selector = new LeaderSelector(client, path, worker, new LeaderSelectorListenerAdapter() {
+            public void takeLeadership(CuratorFramework c) throws Exception {
+                String node;
+                try {
+                    node = ownedChild(c, path);
+                } catch (KeeperException e) {
+                    node = null;
+                }
+                if (lines.leader(node)) {
+                    try {
+                        wake.await();
+                    } catch (InterruptedException e) {
+                        lines.notLeader();
+                        throw e;
+                    }
+                }
+            }
+
+            @Override
+            public void stateChanged(CuratorFramework c, ConnectionState state) {
+                if (c.getConnectionStateErrorPolicy().isErrorState(state)) {
+                    lines.notLeader();
+                }
+                super.stateChanged(c, state);
+            }
+        });
+        selector.setId(id);
+        selector.start();
+        wake.await();
+        // The interrupt is sent holding lines, so that it reaches the worker
+        // before its takeLeadership returns, never while it releases the lock.
+        synchronized (lines) {
+            if (!lines.resign()) {
+                selector.interruptLeadership();
+            }
+        }
+        worker.shutdown();
+        worker.awaitTermination(Long.MAX_VALUE, TimeUnit.NANOSECONDS);
+        selector.close();
+    }
+
+    /**
+     * leader: prints "leader ID" for the participant that getLeader() of a
+     * LeaderLatch or LeaderSelector on path names (neither needs to be
+     * started for it), "leader" alone if its id is empty, or "none" when
+     * there is no participant (Curator then returns a dummy participant that
+     * is not the leader).
+     */
+    static void leader(String kind, String connect, String path) throws Exception {
+        boolean selector = isSelector(kind);
+        CuratorFramework client = connect(connect);
+        try {
+            Participant p = selector
+                    ? new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+                        public void takeLeadership(CuratorFramework c) {
+                        }
+                    }).getLeader()
+                    : new LeaderLatch(client, path).getLeader();
+            if (!p.isLeader()) {
+                say("none");
+            } else {
+                say(p.getId().isEmpty() ? "leader" : "leader " + p.getId());
+            }
         } finally {
             client.close();
         }

@@ -1,0 +1,304 @@
+package dsync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/go-zookeeper/zk"
+)
+
+// latchMarker precedes the sequence number in an election node's name
+// (_c_<uuid>-latch-0000000042), as in Curator's LeaderLatch.
+const latchMarker = "latch-"
+
+// An Election elects one leader among the participants that campaign on the
+// same ZooKeeper path: Curator's LeaderLatch in Go, in its layout (children
+// _c_<uuid>-latch-<sequence>, data = the participant's id), so that Go and
+// Java processes campaign together. With SelectorLayout it takes Curator
+// LeaderSelector's layout instead. The leader is the first node in line;
+// the others wait in line, each watching only the node ahead of it, so a
+// change of leader wakes one participant.
+//
+// Its shape follows etcd's concurrency.Election: Campaign, Resign, Leader,
+// Observe, Key. Leadership can be lost as a Mutex hold can (the session
+// suspended, under the default LossPolicy, or expired; the node deleted by
+// someone else): it is NOT safe to assume leadership lasts until Resign.
+// Watch the context Campaign returns, and pass Token to the resources the
+// leader writes to.
+//
+// One Election is one participant: a Campaign while another Campaign of the
+// same Election waits or leads waits for that one to end with Resign, as
+// Mutex.Lock waits for Unlock. There is no Proclaim: a participant's id is
+// fixed for its campaign, as a LeaderLatch's is (Curator's latch stops
+// watching a node ahead of it that is written to, so a write would strand
+// the Java participant behind it).
+//
+// An Election must be made with NewElection and must not be copied after
+// first use.
+type Election struct {
+	q      queue
+	policy LossPolicy
+	err    error // bad input found by NewElection
+	gate   gate  // held from Campaign to Resign
+
+	mu   sync.Mutex
+	hold *hold
+}
+
+// NewElection returns an Election on path. Nothing is sent to ZooKeeper
+// until it is used; a nil sess or a bad path is reported by every call.
+// WithLossPolicy and SelectorLayout apply; WithData and Revocable do not
+// (a participant's node carries its id).
+func NewElection(sess *zkconn.Session, path string, opts ...Option) *Election {
+	o := newOptions(opts)
+	marker := latchMarker
+	if o.selector {
+		marker = lockMarker
+	}
+	return &Election{
+		q:      queue{sess: sess, path: path, marker: marker},
+		policy: o.policy,
+		err:    validate(sess, path),
+		gate:   newGate(),
+	}
+}
+
+// ErrNoLeader is returned by Election.Leader when no one campaigns.
+var ErrNoLeader = errors.New("dsync: election has no leader")
+
+// Campaign puts this participant, named id, in line for leadership and
+// blocks until it leads or ctx is done. On success it returns the leadership
+// context: it carries ctx's values (not its deadline or cancellation) and is
+// canceled when leadership ends — by Resign (cause context.Canceled) or by
+// loss (cause wrapping ErrLockLost; see context.Cause). After a loss, call
+// Resign: the node stays in line, first, until Resign deletes it or the
+// session ends. On failure Campaign returns ctx.Err() or the error that
+// stopped it, and leaves the Election unchanged and no node behind. A ctx
+// already done fails before anything is sent.
+func (e *Election) Campaign(ctx context.Context, id string) (context.Context, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := e.gate.enter(ctx, true); err != nil {
+		return nil, err
+	}
+	q := e.q
+	q.data = []byte(id)
+	var undoing []<-chan struct{} // deletes of nodes given up on the way
+	hd, err := q.take(ctx, e, true, holdConfig{policy: e.policy, track: true}, &undoing)
+	if err != nil {
+		e.gate.leave(settled(undoing))
+		return nil, err
+	}
+	e.mu.Lock()
+	e.hold = hd
+	e.mu.Unlock()
+	return hd.ctx, nil
+}
+
+// Resign ends this participant's leadership, or its lost leadership (see
+// Campaign), and lets the next participant lead. It returns nil at once if
+// the Election does not lead.
+//
+// Like Unlock, Resign always resigns: the leadership context is canceled
+// and the node's delete is sent (and retried in the background if the
+// connection drops) whatever ctx says. ctx bounds only the wait for
+// ZooKeeper to apply the delete: Resign returns nil once it has, so that
+// another participant may lead from then on, or ctx.Err() if ctx is done
+// first (a ctx done already makes Resign return at once, as Unlock does).
+func (e *Election) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	hd := e.hold
+	if hd == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	e.hold = nil
+	hd.cancel(context.Canceled)
+	e.mu.Unlock()
+	sent, settled := hd.end()
+	e.gate.leave(sent)
+	select {
+	case <-settled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Key returns the full path of this participant's node while it leads (or
+// has lost leadership without resigning), and "" otherwise.
+func (e *Election) Key() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.hold == nil {
+		return ""
+	}
+	return e.hold.node
+}
+
+// Token returns the fencing token of this participant's leadership (etcd's
+// Rev): the czxid of its node, which grows with every leadership term,
+// across participants and sessions; 0 if it does not lead.
+func (e *Election) Token() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.hold == nil {
+		return 0
+	}
+	return e.hold.token.Load() // a Campaign learns it
+}
+
+// Leader returns the current leader: the first node in line, whoever made
+// it (a Curator LeaderLatch, or LeaderSelector with SelectorLayout, too).
+// Its Data is the leader's id. With no participant it returns ErrNoLeader.
+func (e *Election) Leader(ctx context.Context) (Participant, error) {
+	if e.err != nil {
+		return Participant{}, e.err
+	}
+	ps, err := e.q.first(ctx, 1)
+	switch {
+	case err != nil:
+		return Participant{}, withPath(e.q.path, err)
+	case len(ps) == 0:
+		return Participant{}, ErrNoLeader
+	}
+	return ps[0], nil
+}
+
+// Participants returns the participants in line: the leader first, then the
+// others in the order they will lead. Each one's Data is its id.
+func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e.q.participants(ctx)
+}
+
+// Observe returns an iterator over the election's leaders: it yields the
+// leader as Observe starts (once there is one), then every new leader, and
+// the leader again if its node's data changes. Leaders that are Curator
+// processes count too. It runs in the caller's goroutine, starts none, and
+// keeps one ZooKeeper watch: on the leader's node, or on the path's children
+// while no one campaigns (and for a while two, when a participant arrives
+// just as that watch is set). A loop that ends leaves its watch behind,
+// until it fires (a change of leader).
+//
+// Observe rides out trouble as Value.Watch does: it waits while the
+// connection is down, goes on with the next session if one is lost (yielding
+// the leader only if it changed meanwhile), and yields other errors of
+// ZooKeeper, retrying after a pause that grows to 10s. It ends without an
+// error when ctx is done or the loop breaks, and after yielding an error
+// only when the Session is closed (wrapping ErrClosed) or the Election was
+// made with bad input.
+func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
+	return func(yield func(Participant, error) bool) {
+		if e.err != nil {
+			yield(Participant{}, e.err)
+			return
+		}
+		var (
+			last  Participant
+			pause time.Duration
+		)
+		for ctx.Err() == nil {
+			h, err := e.q.sess.Current(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					yield(Participant{}, withPath(e.q.path, err))
+				}
+				return
+			}
+			p, watch, err := e.q.watchHead(ctx, h)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, zkconn.ErrClosed):
+				yield(Participant{}, withPath(e.q.path, err))
+				return
+			case errors.Is(err, zkconn.ErrSessionLost):
+				continue
+			case err != nil:
+				if !yield(Participant{}, withPath(e.q.path, err)) {
+					return
+				}
+				pause = min(max(2*pause, 100*time.Millisecond), 10*time.Second)
+				if !pauseOrDone(ctx, pause) {
+					return
+				}
+				continue
+			}
+			pause = 0
+			if p.Path != "" && (p.Path != last.Path || !bytes.Equal(p.Data, last.Data)) {
+				last = p
+				if !yield(p, nil) {
+					return
+				}
+			}
+			if _, err := h.Wait(ctx, watch); errors.Is(err, zkconn.ErrClosed) && ctx.Err() == nil {
+				yield(Participant{}, withPath(e.q.path, err))
+				return
+			}
+		}
+	}
+}
+
+// watchHead returns the first node in q with a getData watch on it, which
+// fires when the node leaves or is written to. With no node in q it returns
+// no participant (Path "") and a watch that fires when one arrives: on the
+// path's children, or on the path if it does not exist. If one arrives
+// between the listing and that watch, it lists again: the watch set then
+// stays until the children (or the path) next change, a second watch for a
+// while.
+func (q *queue) watchHead(ctx context.Context, h zkconn.Handle) (Participant, <-chan zk.Event, error) {
+	for {
+		var children []string
+		err := h.Do(ctx, func(c *zk.Conn) (err error) {
+			children, _, err = c.Children(q.path)
+			return err
+		})
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return Participant{}, nil, err
+		}
+		if len(children) > 0 {
+			p, watch, err := describe(ctx, h, q.path, q.head(children), true)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue // gone meanwhile: the next is first
+			}
+			return p, watch, err
+		}
+		var (
+			there bool
+			watch <-chan zk.Event
+		)
+		err = h.Do(ctx, func(c *zk.Conn) (err error) {
+			children, _, watch, err = c.ChildrenW(q.path)
+			if errors.Is(err, zk.ErrNoNode) {
+				there, _, watch, err = c.ExistsW(q.path)
+			}
+			return err
+		})
+		if err != nil || !there && len(children) == 0 {
+			return Participant{}, watch, err
+		}
+	}
+}
+
+// SelectorLayout makes an Election take Curator LeaderSelector's layout
+// instead of LeaderLatch's: an InterProcessMutex at the path (children
+// _c_<uuid>-lock-<sequence>, data = the participant's id), so that it
+// campaigns with LeaderSelector processes (the Election is then a Mutex at
+// that path whose node carries the id). The two layouts must never share
+// a path: each orders only its own nodes, so a participant of one would
+// not wait for a leader of the other. Other primitives ignore it.
+func SelectorLayout() Option {
+	return optionFunc(func(o *options) { o.selector = true })
+}

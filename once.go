@@ -1,0 +1,224 @@
+package dsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/go-zookeeper/zk"
+)
+
+// A Once runs a function once across every process that uses the same
+// ZooKeeper path, as sync.Once does across goroutines: a schema migration
+// that every replica's start-up asks for, say. Runs are serialized by a
+// Mutex at PATH/lock (Curator's InterProcessMutex layout); the first run
+// that succeeds is recorded in a persistent node, PATH/done, whose data says
+// who ran it and when ("host=… pid=… at=<RFC 3339 time>", or the WithData
+// bytes and the time).
+//
+// A run can lose its lock as a Mutex hold can; its function learns it from
+// its context. A success is recorded only while the run's lock node still
+// exists, which proves that no other run has started: a run whose node is
+// gone (its session lost, or the node deleted) before its success could be
+// recorded is not recorded (Do returns an error wrapping ErrLockLost), and
+// another caller runs the function again. Make the function safe to run
+// again after an interrupted run, as a migration must be anyway.
+//
+// A Once must be made with NewOnce and must not be copied after first use.
+type Once struct {
+	m    *Mutex
+	path string
+	done string // full path of the record, path/done
+	who  []byte
+}
+
+// NewOnce returns a Once at path. Nothing is sent to ZooKeeper until it is
+// used; a nil sess or a bad path is reported by every call. WithData sets
+// who the record names, and WithLossPolicy when a run's lock counts as lost;
+// other options do not apply.
+func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
+	o := newOptions(opts)
+	m := NewMutex(sess, path+"/lock", WithLossPolicy(o.policy))
+	m.err = validate(sess, path) // the error names the path given
+	return &Once{m: m, path: path, done: path + "/done", who: o.data}
+}
+
+// Do calls f unless a run of it already succeeded at o's path, in this
+// process or another. Runs are one at a time across every process: Do
+// waits for its turn (or for a run under way to succeed) and then returns
+// nil if a run has succeeded meanwhile, or runs f itself.
+//
+// f's context is the hold context of the run's lock (see Mutex.LockContext):
+// it carries ctx's values and is canceled if the lock is lost mid-run. If f
+// returns nil, its success is recorded in the same request that proves the
+// lock still held, and Do returns nil. If f returns an error, nothing is
+// recorded, Do returns that error, and the next caller runs f.
+//
+// As with sync.Once, a call of Do on the same Once from f waits for f (its
+// turn comes after f's run), so f must not wait for it: it would wait until
+// its ctx is done.
+//
+// ctx bounds the wait for a turn, not f, nor the record of f's success,
+// which is written whatever ctx says by then (within the session timeout:
+// if the connection stays down longer, the lock counts as lost). On failure
+// before f runs Do returns ctx.Err() or the error that stopped it. A ctx
+// already done fails before anything is sent.
+func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
+	if o.m.err != nil {
+		return o.m.err
+	}
+	if done, err := o.Done(ctx); err != nil || done {
+		return err
+	}
+	held, err := o.m.lock(ctx, true, true) // never re-entered: see above
+	if err != nil {
+		return err
+	}
+	defer o.m.unlock(held)
+	done, cversion, err := o.state(ctx)
+	if err != nil || done {
+		return err
+	}
+	if err := held.Err(); err != nil {
+		return context.Cause(held)
+	}
+	if err := f(held); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.m.q.sess.SessionTimeout())
+	defer cancel()
+	return o.record(rctx, held, cversion)
+}
+
+// record writes the record of a successful run whose lock's hold context is
+// held, in one transaction with a check that the lock's node still exists:
+// while it does, no other run can have started, so a record is written only
+// for a run that was alone.
+//
+// cversion is that of o's path when the run started, under the lock: while
+// the node exists, only the record's create (or a Reset's delete) changes
+// it. A write whose reply was lost is thus decided, not guessed: the record
+// is there (written), or the path's cversion moved (written, then deleted
+// by a Reset), or neither (not applied: send it again). It is never sent
+// again blindly, which could bring back a record a Reset deleted.
+func (o *Once) record(ctx context.Context, held context.Context, cversion int32) error {
+	hd := held.Value(holdKey{o.m}).(*hold)
+	data := append([]byte(nil), o.who...)
+	if len(data) > 0 {
+		data = append(data, ' ')
+	}
+	data = fmt.Appendf(data, "at=%s", time.Now().UTC().Format(time.RFC3339))
+	for {
+		err := hd.h.DoOnce(ctx, func(c *zk.Conn) error {
+			_, err := c.Multi(
+				&zk.CheckVersionRequest{Path: hd.node, Version: -1},
+				&zk.CreateRequest{Path: o.done, Data: data, Acl: hd.h.Session().ACL()},
+			)
+			return err
+		})
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists): // NodeExists: an operator's record
+			return nil
+		case errors.Is(err, zkconn.ErrUnknownOutcome): // decided below
+		case errors.Is(err, zk.ErrNoNode), errors.Is(err, zkconn.ErrSessionLost):
+			return fmt.Errorf("%w: node %s gone before the run was recorded: %w", ErrLockLost, hd.node, err)
+		default:
+			return fmt.Errorf("dsync: %s: recording the run: %w", o.done, err)
+		}
+		done, now, serr := o.state(ctx)
+		switch {
+		case serr != nil:
+			return fmt.Errorf("dsync: %s: recording the run: %w", o.done, err)
+		case done, now != cversion:
+			return nil
+		}
+	}
+}
+
+// state reports whether the record exists, with the cversion of o's path
+// (see record): one listing.
+func (o *Once) state(ctx context.Context) (done bool, cversion int32, err error) {
+	var (
+		kids []string
+		st   *zk.Stat
+	)
+	err = o.do(ctx, func(c *zk.Conn) (err error) {
+		kids, st, err = c.Children(o.path)
+		return err
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return false, 0, nil
+	case err != nil:
+		return false, 0, err
+	}
+	return slices.Contains(kids, "done"), st.Cversion, nil
+}
+
+// Done reports whether a run has succeeded at o's path: whether its record
+// exists.
+func (o *Once) Done(ctx context.Context) (bool, error) {
+	_, done, err := o.Record(ctx)
+	return done, err
+}
+
+// A OnceRecord says which run of a Once's function succeeded.
+type OnceRecord struct {
+	Data    []byte    // who and when: "host=… pid=… at=<RFC 3339 time>", or the WithData bytes and the time
+	Created time.Time // when the record was written, by the server's clock
+	Path    string    // the record's full path, PATH/done
+}
+
+// Record returns the record of the run that succeeded at o's path, and
+// whether there is one.
+func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
+	var (
+		data []byte
+		st   *zk.Stat
+	)
+	err := o.do(ctx, func(c *zk.Conn) (err error) {
+		data, st, err = c.Get(o.done)
+		return err
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return OnceRecord{}, false, nil
+	case err != nil:
+		return OnceRecord{}, false, err
+	}
+	return OnceRecord{Data: data, Created: time.UnixMilli(st.Ctime), Path: o.done}, true, nil
+}
+
+// Reset deletes the record of a successful run, if any, so that the next Do
+// runs its function again: for operators. A run under way is not stopped,
+// and records its success as usual.
+func (o *Once) Reset(ctx context.Context) error {
+	return o.do(ctx, func(c *zk.Conn) error {
+		if err := c.Delete(o.done, -1); !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		return nil
+	})
+}
+
+// do runs op on the current session (see zkconn.Handle.Do), for a request
+// that is safe to repeat; errors other than ctx's name the path.
+func (o *Once) do(ctx context.Context, op func(*zk.Conn) error) error {
+	if o.m.err != nil {
+		return o.m.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h, err := o.m.q.sess.Current(ctx)
+	if err == nil {
+		err = h.Do(ctx, op)
+	}
+	if err != nil {
+		return withPath(o.done, err)
+	}
+	return nil
+}
