@@ -302,7 +302,7 @@ func incidents(path string, hs []*hold, capacity int, end func(*hold) int64) []i
 // checkTokens checks that, per Mutex and SemaphoreMutex path, fencing tokens
 // grow in the order the holds were entered.
 func (r *results) checkTokens(holds []*hold) {
-	for _, path := range []string{mutexPath, semPath, cmdPath} {
+	for _, path := range []string{mutexPath, semPath, cmdPath, electionPath} {
 		var hs []*hold
 		for _, h := range holds {
 			if h.Path == path {
@@ -402,7 +402,7 @@ func (r *results) checkDeadlines(calls, stalls []record) {
 // SemaphoreMutex holder, how long the next process took to acquire.
 func (r *results) checkHandover(signals []record, holds []*hold) {
 	for _, s := range signals {
-		if s.Kind != kindMutex && s.Kind != kindSemMutex {
+		if s.Kind != kindMutex && s.Kind != kindSemMutex && s.Kind != kindElection {
 			continue
 		}
 		held := slices.ContainsFunc(holds, func(h *hold) bool {

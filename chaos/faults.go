@@ -250,7 +250,7 @@ func (c *coordinator) strike(s *slot, m zktest.Match, a zktest.Action, then func
 }
 
 // queueParents are the lock paths where contenders queue.
-var queueParents = []string{mutexPath, weightedPath + "/locks", semPath + "/locks", cmdPath}
+var queueParents = []string{mutexPath, weightedPath + "/locks", semPath + "/locks", cmdPath, electionPath}
 
 // deleteWaiter deletes a node that waits in line (not the head) on one of
 // the lock paths, as an operator cleaning up by hand would.
@@ -338,7 +338,7 @@ func (c *coordinator) clientSignal(sig syscall.Signal) (string, error) {
 	case r < 0.3 && c.cfg.workers[kindCmdLock] > 0:
 		s = c.holder(kindCmdLock)
 	case r < 0.8:
-		s = c.holder(kindMutex, kindSemMutex)
+		s = c.holder(kindMutex, kindSemMutex, kindElection)
 	}
 	if s == nil {
 		s = c.pick(c.live())

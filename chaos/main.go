@@ -10,9 +10,10 @@
 // with -worker — each talking to the servers through proxies of its own:
 // three take a Mutex (LockContext), three a Weighted of 2 (AcquireLeases),
 // three a SemaphoreMutex (LockContext), two read and write a Count (Get,
-// Set, CompareAndSet), and two run the dsync command again and again
-// (dsync lock PATH -- sh -c SCRIPT, built by the run; see cmdlock.go),
-// whose SCRIPT ignores SIGTERM and holds in two processes of its group.
+// Set, CompareAndSet), two run the dsync command again and again (dsync
+// lock PATH -- sh -c SCRIPT, built by the run; see cmdlock.go), whose
+// SCRIPT ignores SIGTERM and holds in two processes of its group, and two
+// campaign in an Election (Campaign, then Resign).
 // Half of them ask for a 2s session, half for 4s, more than the servers
 // grant. Every call has a deadline; holds last a few milliseconds, a few of
 // them up to 2s. Workers stream JSON records of every hold and call to the

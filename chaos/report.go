@@ -24,16 +24,16 @@ func (r *results) table(cfg config) string {
 	var b strings.Builder
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(format, args...)) }
 	b.WriteString("| check | result |\n|---|---|\n")
-	row("run", "seed %d, %s, %d worker processes (Mutex %d, Weighted of 2 %d, SemaphoreMutex %d, Count %d, `dsync lock` %d), 3 ZooKeeper servers granting sessions of at most %v to clients asking %v or %v",
+	row("run", "seed %d, %s, %d worker processes (Mutex %d, Weighted of 2 %d, SemaphoreMutex %d, Count %d, `dsync lock` %d, Election %d), 3 ZooKeeper servers granting sessions of at most %v to clients asking %v or %v",
 		r.seed, time.Duration(r.end-r.start).Round(time.Second), r.workers,
 		cfg.workers[kindMutex], cfg.workers[kindWeighted], cfg.workers[kindSemMutex], cfg.workers[kindValue], cfg.workers[kindCmdLock],
-		serverMaxSession, askedTimeouts[0], askedTimeouts[1])
+		cfg.workers[kindElection], serverMaxSession, askedTimeouts[0], askedTimeouts[1])
 	total := 0
 	for _, n := range r.holds {
 		total += n
 	}
-	row("holds", "%d (Mutex %d, Weighted leases %d, SemaphoreMutex %d, `dsync lock` %d)", total,
-		r.holds[kindMutex], r.holds[kindWeighted], r.holds[kindSemMutex], r.holds[kindCmdLock])
+	row("holds", "%d (Mutex %d, Weighted leases %d, SemaphoreMutex %d, `dsync lock` %d, Election %d)", total,
+		r.holds[kindMutex], r.holds[kindWeighted], r.holds[kindSemMutex], r.holds[kindCmdLock], r.holds[kindElection])
 	nf := 0
 	for _, n := range r.faults {
 		nf += n

@@ -31,6 +31,7 @@ const (
 	semPath      = root + "/semmutex"
 	countPath    = root + "/count"
 	cmdPath      = root + "/cmdlock"
+	electionPath = root + "/election"
 )
 
 // lockParents are the parents of every lock and lease node: where an
@@ -39,7 +40,7 @@ var lockParents = []string{
 	mutexPath,
 	weightedPath + "/locks", weightedPath + "/leases",
 	semPath + "/locks", semPath + "/leases",
-	cmdPath,
+	cmdPath, electionPath,
 }
 
 // Session timeouts. The servers grant at most serverMaxSession; workers ask
@@ -76,12 +77,12 @@ type config struct {
 }
 
 // defaultWorkers is how many workers of each kind a run starts.
-var defaultWorkers = map[string]int{kindMutex: 3, kindWeighted: 3, kindSemMutex: 3, kindValue: 2, kindCmdLock: 2}
+var defaultWorkers = map[string]int{kindMutex: 3, kindWeighted: 3, kindSemMutex: 3, kindValue: 2, kindCmdLock: 2, kindElection: 2}
 
 // kinds lists the worker kinds in a fixed order.
-var kinds = []string{kindMutex, kindWeighted, kindSemMutex, kindValue, kindCmdLock}
+var kinds = []string{kindMutex, kindWeighted, kindSemMutex, kindValue, kindCmdLock, kindElection}
 
-var lockKinds = []string{kindMutex, kindWeighted, kindSemMutex, kindCmdLock}
+var lockKinds = []string{kindMutex, kindWeighted, kindSemMutex, kindCmdLock, kindElection}
 
 func kindPath(kind string) string {
 	switch kind {
@@ -93,6 +94,8 @@ func kindPath(kind string) string {
 		return semPath
 	case kindCmdLock:
 		return cmdPath
+	case kindElection:
+		return electionPath
 	}
 	return countPath
 }

@@ -26,6 +26,7 @@ const (
 	kindMutex    = "mutex"    // Mutex.LockContext
 	kindWeighted = "weighted" // Weighted (max 2).AcquireLeases
 	kindSemMutex = "semmutex" // SemaphoreMutex.LockContext
+	kindElection = "election" // Election.Campaign
 	kindValue    = "value"    // Count: Get, Set, CompareAndSet
 	kindCmdLock  = "cmdlock"  // the dsync lock command (cmdlock.go)
 )
@@ -157,6 +158,16 @@ func runWorker(c workerConfig, out *emitter, commands io.Reader) error {
 		w.holdLoop(ctx, "lock", lockWith(dsync.NewMutex(sess, c.path)))
 	case kindSemMutex:
 		w.holdLoop(ctx, "lock", lockWith(dsync.NewSemaphoreMutex(sess, c.path)))
+	case kindElection:
+		e := dsync.NewElection(sess, c.path)
+		w.holdLoop(ctx, "campaign", func(ctx context.Context) (*grant, error) {
+			led, err := e.Campaign(ctx, fmt.Sprintf("%s#%d", c.name, c.inc))
+			if err != nil {
+				return nil, err
+			}
+			resign := func() { e.Resign(resigned) } // as Unlock does: the delete goes out, no reply awaited
+			return &grant{ctxs: []context.Context{led}, tokens: []int64{e.Token()}, nodes: []string{""}, release: resign}, nil
+		})
 	case kindWeighted:
 		sem := dsync.NewWeighted(sess, c.path, weightedMax)
 		w.holdLoop(ctx, "acquire", func(ctx context.Context) (*grant, error) {
@@ -290,6 +301,14 @@ func lockWith(m locker) func(context.Context) (*grant, error) {
 		return &grant{ctxs: []context.Context{held}, tokens: []int64{m.Token()}, nodes: []string{""}, release: m.Unlock}, nil
 	}
 }
+
+// resigned is a done context: given it, Election.Resign sends the delete
+// and returns without waiting for its reply.
+var resigned = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // holdLoop takes holds with take until ctx is done: each call bounded by a
 // deadline, each hold kept for a random while (whether or not it is lost
