@@ -159,7 +159,9 @@ func (e *Election) Token() int64 {
 
 // Leader returns the current leader: the first node in line, whoever made
 // it (a Curator LeaderLatch, or LeaderSelector with SelectorLayout, too).
-// Its Data is the leader's id. With no participant it returns ErrNoLeader.
+// Its Data is the leader's id, and its Session the leader's ZooKeeper
+// session, live when it was read: ZooKeeper deletes an ephemeral node with
+// its session. With no participant it returns ErrNoLeader.
 func (e *Election) Leader(ctx context.Context) (Participant, error) {
 	if e.err != nil {
 		return Participant{}, e.err

@@ -100,10 +100,13 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 //
 // cversion is that of o's path when the run started, under the lock: while
 // the node exists, only the record's create (or a Reset's delete) changes
-// it. A write whose reply was lost is thus decided, not guessed: the record
-// is there (written), or the path's cversion moved (written, then deleted
-// by a Reset), or neither (not applied: send it again). It is never sent
-// again blindly, which could bring back a record a Reset deleted.
+// it (an operator who adds children to the path defeats this). A write
+// whose reply was lost is thus decided, not guessed: the record is there
+// (written), or, with the lock node still there, the path's cversion moved
+// (written, then deleted by a Reset) or not (not applied: send it again).
+// With the node gone and no record, the run is lost (ErrLockLost). It is
+// never sent again blindly, which could bring back a record a Reset
+// deleted.
 func (o *Once) record(ctx context.Context, held context.Context, cversion int32) error {
 	hd := held.Value(holdKey{o.m}).(*hold)
 	data := append([]byte(nil), o.who...)
@@ -131,9 +134,21 @@ func (o *Once) record(ctx context.Context, held context.Context, cversion int32)
 		done, now, serr := o.state(ctx)
 		switch {
 		case serr != nil:
-			return fmt.Errorf("dsync: %s: recording the run: %w", o.done, err)
-		case done, now != cversion:
+			return fmt.Errorf("dsync: %s: recording the run: %w (deciding it: %w)", o.done, err, serr)
+		case done:
 			return nil
+		}
+		// The cversion argument holds only while the lock node exists:
+		// one there now was there at the listing too (a node's name never
+		// comes back), and PATH/lock could not go meanwhile.
+		switch _, _, _, gerr := readNode(ctx, hd.h, hd.node, false); {
+		case errors.Is(gerr, errNodeGone), errors.Is(gerr, zkconn.ErrSessionLost):
+			return fmt.Errorf("%w: node %s gone before the run's record was known to be written: %w", ErrLockLost, hd.node, err)
+		case gerr != nil:
+			return fmt.Errorf("dsync: %s: recording the run: %w (deciding it: %w)", o.done, err, gerr)
+		}
+		if now != cversion {
+			return nil // written, then deleted by a Reset
 		}
 	}
 }

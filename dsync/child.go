@@ -72,16 +72,18 @@ func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
 //
 // It returns the exit status: CMD's (128+N for a death by signal N),
 // -exit-lost if the loss terminated CMD, 126/127 if CMD could not be
-// started, or 1 if a revocation was requested before it started.
-func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
+// started, or 1 if a revocation was requested before it started; and
+// whether CMD was ended, or not started, for a loss (whatever -exit-lost
+// says, which may equal a status of CMD's).
+func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) (status int, lost bool) {
 	if held.Err() != nil && c.lost != lossIgnore {
 		fmt.Fprintf(c.stderr, "dsync: %s lost before CMD started: %s\n", c.what, lossCause(held))
-		return c.exitLost
+		return c.exitLost, true
 	}
 	select {
 	case <-c.revoked:
 		fmt.Fprintf(c.stderr, "dsync: revocation of the lock on %s requested before CMD started: CMD not run\n", c.path)
-		return exitFail
+		return exitFail, false
 	default:
 	}
 	adoptOrphans()
@@ -89,9 +91,9 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 	if err != nil {
 		fmt.Fprintf(c.stderr, "dsync: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return exitNotFound
+			return exitNotFound, false
 		}
-		return exitNoExec
+		return exitNoExec, false
 	}
 	var (
 		lostc       = held.Done()
@@ -101,8 +103,6 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 		pollc       <-chan time.Time // CMD has exited: is its group gone?
 		warnc       <-chan time.Time // groupWait after the SIGKILL
 		terminating bool
-		lost        bool      // and CMD's group was terminated for it
-		status      int       // CMD's, once it has exited
 		stopped     time.Time // when dsync stopped itself, if it did
 		continued   time.Time // when dsync was last continued after a stop
 	)
@@ -133,11 +133,11 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) int {
 		lost = true
 		return true
 	}
-	end := func() int {
+	end := func() (int, bool) {
 		if lost {
-			return c.exitLost
+			return c.exitLost, true
 		}
-		return status
+		return status, false
 	}
 	for {
 		select {

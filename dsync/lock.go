@@ -28,9 +28,9 @@ type grant struct {
 	what    string          // what is held, for messages: "lock on PATH", "leadership of PATH"
 	revoked <-chan struct{} // closed when a revocation is requested (-revocable), else nil
 	// end releases the hold (after a loss too), once CMD has ended with
-	// status (or did not run, status saying why), and returns dsync's exit
-	// status.
-	end     func(status int) int
+	// status (or did not run, status saying why; lost if CMD was ended, or
+	// not started, for the hold's loss), and returns dsync's exit status.
+	end     func(status int, lost bool) int
 	env     []string      // for CMD
 	timeout time.Duration // the session timeout the server granted
 	grace   time.Duration // between SIGTERM and SIGKILL (graceFor)
@@ -38,8 +38,8 @@ type grant struct {
 
 // releasing returns the end of a grant that release releases: CMD's status
 // is dsync's.
-func releasing(release func()) func(status int) int {
-	return func(status int) int {
+func releasing(release func()) func(status int, lost bool) int {
+	return func(status int, _ bool) int {
 		release()
 		return status
 	}
@@ -70,8 +70,7 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 	if g == nil {
 		return code
 	}
-	code = newChild(s, g, stdout, stderr).run(ctx, g.held, sigs)
-	code = g.end(code)
+	code = g.end(newChild(s, g, stdout, stderr).run(ctx, g.held, sigs))
 	sess.Close()
 	return code
 }
@@ -115,7 +114,7 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 			if sig != nil {
 				// The signal may have come too late to stop the acquisition.
 				if r.g != nil {
-					r.g.end(128 + signalNumber(sig))
+					r.g.end(128+signalNumber(sig), false)
 					r.sess.Close()
 				}
 				fmt.Fprintf(stderr, "dsync: interrupted waiting for %s\n", s.path)

@@ -41,7 +41,7 @@ func takeAsync(t *testing.T, stderr *syncbuf.Buffer, name string, args ...string
 			r = &got
 			cancel()
 			if r.g != nil {
-				r.g.end(0)
+				r.g.end(0, false)
 				r.sess.Close()
 			}
 		}

@@ -44,20 +44,23 @@ func takeRun(ctx context.Context, sess *zkconn.Session, s *settings, stderr io.W
 			if ctx.Err() != nil {
 				return context.Cause(ctx) // the wait was given up meanwhile
 			}
-			ended := make(chan int)
-			end := func(status int) int {
-				ended <- status
+			type ending struct {
+				status int
+				lost   bool
+			}
+			ended := make(chan ending)
+			end := func(status int, lost bool) int {
+				ended <- ending{status, lost}
 				return runStatus(s, <-did, stderr)
 			}
 			granted <- &grant{held: held, what: "lock on " + oncePath(s.path, "lock"), end: end, env: cmdEnv(s.path, dsync.Token(held))}
-			status := <-ended
-			switch {
-			case held.Err() != nil && s.lost == lossTerm:
-				// CMD was terminated for the loss, or its group was not
-				// yet gone when the lock was lost: not a run to record.
+			switch e := <-ended; {
+			case e.lost, held.Err() != nil && s.lost == lossTerm:
+				// CMD was ended for the loss, or its group was not yet
+				// gone when the lock was lost: not a run to record.
 				return &ranError{s.exitLost}
-			case status != 0:
-				return &ranError{status}
+			case e.status != 0:
+				return &ranError{e.status}
 			}
 			return nil
 		})

@@ -139,3 +139,28 @@ echo ok >> "$1/log"`
 	}
 	wantDoneBy(t, onceStatus(t, path), rest)
 }
+
+// TestOnceLostRunNotRecordedWhateverExitLost pins a killed CMD recorded as
+// a success: a run whose CMD child.run ended for a loss that its hold
+// context never showed (dsync stopped past a quarter of the session
+// timeout) came back with status -exit-lost, and with -exit-lost 0 that
+// read as CMD's success.
+func TestOnceLostRunNotRecordedWhateverExitLost(t *testing.T) {
+	path := lockPath(t)
+	s, err := parse("once", []string{"-zk", shared.Addr(), "-exit-lost", "0", path, "--", "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := dial(t, shared.Addr())
+	var stderr strings.Builder
+	g, err := takeRun(t.Context(), sess, s, &stderr)
+	if err != nil {
+		t.Fatalf("takeRun = %v", err)
+	}
+	if code := g.end(s.exitLost, true); code != 0 {
+		t.Fatalf("exit status %d; want -exit-lost's 0", code)
+	}
+	if status := onceStatus(t, path); status != "not done" {
+		t.Fatalf("dsync once -status = %q after a run ended for a loss; want not done", status)
+	}
+}
