@@ -3,6 +3,13 @@ package dsync_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,30 +18,6 @@ import (
 	"github.com/dsync-go/dsync/zkconn"
 	"github.com/dsync-go/dsync/zkconn/zktest"
 )
-
-// TestInteropElectionExclusion: Java processes using Curator's LeaderLatch
-// and Go Sessions using dsync.Election lead in turn on one path, over many
-// changes of leader, never two at once.
-func TestInteropElectionExclusion(t *testing.T) {
-	const javaProcs, goSessions, iter = 2, 2, 30
-	path := lockPath(t)
-	var goers []contender
-	for i := 0; i < goSessions; i++ {
-		e := dsync.NewElection(dial(t, []string{shared.Addr()}), path)
-		goers = append(goers, contender{
-			acquire: func(ctx context.Context) error { _, err := e.Campaign(ctx, "go"); return err },
-			release: func() {
-				if err := e.Resign(context.Background()); err != nil {
-					t.Error(err)
-				}
-			},
-		})
-	}
-	logName := mixedRun(t, curator.Latch, path, iter, javaProcs, []string{"java"}, goers)
-	if per := checkLog(t, logName, (javaProcs+goSessions)*iter); len(per) != javaProcs+goSessions {
-		t.Fatalf("participants in the log: %v; want %d", per, javaProcs+goSessions)
-	}
-}
 
 // observed collects what an Observe loop yields, on a goroutine the test
 // ends with stop.
@@ -228,4 +211,138 @@ func TestInteropSelector(t *testing.T) {
 	if err := w.Resign(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestInteropElectionLog: Curator LeaderLatch processes and dsync
+// participants share one path through many changes of leader, by
+// resignation, by a partition of a dsync leader past its session timeout,
+// and by the SIGKILL of a Java process, and one O_APPEND log of their terms
+// shows no two at once. A participant logs "enter" once it leads and "exit"
+// once it no longer does or was told it lost (a dsync leader's context
+// canceled; the Java loop's "lost" line comes before its "exit"); the test
+// logs "killed" for a Java process once it is dead.
+func TestInteropElectionLog(t *testing.T) {
+	const iter = 40
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	logName := filepath.Join(t.TempDir(), "log")
+	f, err := os.OpenFile(logName, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	jt := *java
+	jt.Env = append(jt.Env, "INTEROP_SESSION_MS=4000")
+
+	var (
+		wg   sync.WaitGroup
+		errs = make(chan error, 8)
+	)
+	// The Java side: two loops; the first is killed midway.
+	var javas []*exec.Cmd
+	for range 2 {
+		cmd := jt.Command(ctx, "loop", curator.Latch, shared.Addr(), path, strconv.Itoa(iter), logName, "java")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		javas = append(javas, cmd)
+	}
+	// The dsync side: two sessions, each through a proxy; the first one is
+	// partitioned midway.
+	proxies := []*zktest.Proxy{zktest.NewProxy(t, shared.Addr()), zktest.NewProxy(t, shared.Addr())}
+	for i, p := range proxies {
+		e := dsync.NewElection(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(4*time.Second)), path)
+		who := fmt.Sprintf("go-%d", i)
+		wg.Go(func() {
+			for j := 0; j < iter; j++ {
+				led, err := e.Campaign(ctx, who)
+				if err != nil {
+					errs <- err
+					return
+				}
+				err = appendLine(f, "enter "+who)
+				select {
+				case <-led.Done(): // told of its loss: no longer leads
+				case <-time.After(time.Duration(j%3) * time.Millisecond):
+				}
+				if err == nil {
+					err = appendLine(f, "exit "+who)
+				}
+				e.Resign(resigned) // sent; its reply is not awaited
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	lines := func() int {
+		b, _ := os.ReadFile(logName)
+		return strings.Count(string(b), "\n")
+	}
+	awaitLines := func(n int) {
+		for lines() < n {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the log stalled at %d lines", lines())
+			case <-time.After(10 * time.Millisecond): // the log's writers are other processes: poll
+			}
+		}
+	}
+	awaitLines(40)
+	proxies[0].BlackHole() // go-0 cut off past its session timeout
+	awaitLines(lines() + 20)
+	proxies[0].Heal()
+	awaitLines(lines() + 20)
+	javas[0].Process.Kill()
+	javas[0].Wait()
+	if err := appendLine(f, fmt.Sprintf("killed java-%d", javas[0].Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := javas[1].Wait(); err != nil {
+		t.Fatalf("second Java loop: %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkTerms(t, logName)
+}
+
+// resigned is a done context: Resign given it sends its delete and returns.
+var resigned = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// checkTerms reads a log of leadership terms ("enter X", then "exit X" or
+// "killed X", with "lost X" allowed inside X's term) and fails the test if
+// two terms overlap.
+func checkTerms(t *testing.T, name string) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside, terms := "", 0
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		op, who, _ := strings.Cut(line, " ")
+		switch {
+		case op == "enter" && inside == "":
+			inside = who
+			terms++
+		case (op == "exit" || op == "killed") && inside == who:
+			inside = ""
+		case op == "lost" && inside == who, op == "killed":
+		default:
+			t.Fatalf("%s:%d: %q while %q leads: two leaders at once", name, i+1, line, inside)
+		}
+	}
+	if terms < 100 {
+		t.Fatalf("%d terms logged; want the loops' 100 or more", terms)
+	}
+	t.Logf("%d terms, no two at once", terms)
 }
