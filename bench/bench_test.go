@@ -180,10 +180,10 @@ func TestNiceScale(t *testing.T) {
 func fakeRuns(plan []planned) []profileRun {
 	var runs []profileRun
 	for _, p := range []profile{{0}, {time.Millisecond}} {
-		run := profileRun{profile: p, rtt: 100 * time.Microsecond}
+		run := profileRun{profile: p, rtt: 100 * time.Microsecond, txn: 200 * time.Microsecond}
 		scale := int64(10)
 		if p.delay > 0 {
-			run.rtt, scale = 2500*time.Microsecond, 1
+			run.rtt, run.txn, scale = 2500*time.Microsecond, 5*time.Millisecond, 1
 		}
 		for _, w := range plan {
 			for _, n := range w.sessions {
@@ -230,7 +230,7 @@ func TestReport(t *testing.T) {
 		"| 50 % reads | 32 | writes | 2 | 5.00 | 9.00 | 4 | 5.00 | 9.00 | 0.50× |",
 		"Reads per second at 90 % reads, 8 → 32 sessions: dsync 18 → 36 (×2.00); Curator 36 → 144 (×4.00).",
 		// Handoffs: 20 ops/s × 2.5 ms.
-		"| 1 ms each way | 2.50 | 32 | 20 | 0.05 | 40 | 0.10 | 60 | 0.15 |",
+		"| 1 ms each way | 2.50 | 5.00 | 32 | 20 | 0.05 | 0.10 | 40 | 0.10 | 0.20 | 60 | 0.15 | 0.30 |",
 		"network profiles: loopback, 1 ms each way;",
 		// A tick over 100 cycles.
 		"in this run at most 100 µs per\n  cycle in any cell.",
@@ -248,7 +248,7 @@ func TestReport(t *testing.T) {
 		"The other profiles (loopback), the RWMutex tables",
 		"round trip is 2.50 ms",
 		"| Mutex | 1 | 20 | 1.00 | 3.00 | 4.00 | 300 | 100 | 40 |",
-		"32 sessions: dsync 0.05, zk.Lock 0.10, Curator 0.15.",
+		"32 sessions: dsync 0.05 (× txn 0.10), zk.Lock 0.10 (× txn 0.20), Curator 0.15 (× txn 0.30).",
 	} {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README tables lack %q:\n%s", want, readme)

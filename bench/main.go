@@ -427,12 +427,12 @@ func runProfile(ctx context.Context, base *env, cfg config, p profile) (profileR
 		defer proxy.close()
 		e.addr = proxy.addr
 	}
-	rtt, err := measureRTT(ctx, e.addr, cfg.sessionTimeout, rttSamples)
+	rtt, txn, err := measureRTT(ctx, e.addr, cfg.sessionTimeout, rttSamples)
 	if err != nil {
 		return profileRun{}, fmt.Errorf("%s: %w", p.title(), err)
 	}
-	log.Printf("profile %s: round trip %.2f ms (median of %d)", p.title(), ms(rtt), rttSamples)
-	run := profileRun{profile: p, rtt: rtt}
+	log.Printf("profile %s: round trip %.2f ms, of a transaction %.2f ms (medians of %d)", p.title(), ms(rtt), ms(txn), rttSamples)
+	run := profileRun{profile: p, rtt: rtt, txn: txn}
 	d, rounds := cfg.duration, cfg.rounds
 	for _, w := range cfg.plan {
 		for _, n := range sessionsIn(w, p, cfg.delayedMax) {

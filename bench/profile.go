@@ -150,29 +150,43 @@ const rttSamples = 101
 // measureRTT returns the median round trip of n small requests (exists
 // "/", one after the other) of a go-zookeeper client connected to addr,
 // after a few untimed ones: a single request's round trip through that
-// network, the server's time to answer included.
-func measureRTT(ctx context.Context, addr string, sessionTimeout time.Duration, n int) (time.Duration, error) {
+// network, the server's time to answer included. It also returns the median
+// round trip of n small transactions, each a multi of a create and a delete
+// of one ephemeral node: the kind of request a handoff waits on (the
+// holder's delete and signal, a write the server logs before it answers
+// and tells the next holder).
+func measureRTT(ctx context.Context, addr string, sessionTimeout time.Duration, n int) (read, txn time.Duration, err error) {
 	c, _, err := zk.Connect([]string{addr}, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer c.Close()
-	rtts := make([]time.Duration, 0, n)
+	const node = "/dsync-bench-rtt"
+	acl := zk.WorldACL(zk.PermAll)
+	reads := make([]time.Duration, 0, n)
+	txns := make([]time.Duration, 0, n)
 	for i := range n + 5 {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		t0 := time.Now()
 		if _, _, err := c.Exists("/"); err != nil {
-			return 0, fmt.Errorf("round trip: %w", err)
+			return 0, 0, fmt.Errorf("round trip: %w", err)
+		}
+		t1 := time.Now()
+		if _, err := c.Multi(&zk.CreateRequest{Path: node, Acl: acl, Flags: zk.FlagEphemeral},
+			&zk.DeleteRequest{Path: node, Version: -1}); err != nil {
+			return 0, 0, fmt.Errorf("transaction round trip: %w", err)
 		}
 		if i >= 5 { // the first ones wait for the session, and warm up
-			rtts = append(rtts, time.Since(t0))
+			reads = append(reads, t1.Sub(t0))
+			txns = append(txns, time.Since(t1))
 		}
 	}
-	if len(rtts) == 0 {
-		return 0, errors.New("round trip: no samples")
+	if len(reads) == 0 {
+		return 0, 0, errors.New("round trip: no samples")
 	}
-	slices.Sort(rtts)
-	return percentile(rtts, 0.5), nil
+	slices.Sort(reads)
+	slices.Sort(txns)
+	return percentile(reads, 0.5), percentile(txns, 0.5), nil
 }

@@ -28,6 +28,7 @@ type runInfo struct {
 type profileRun struct {
 	profile
 	rtt      time.Duration // a single request's round trip (median)
+	txn      time.Duration // a small transaction's round trip (median; see measureRTT)
 	cells    []cell
 	failover []failoverCell // the failover section's, if it ran in this profile
 }
@@ -187,6 +188,9 @@ var handoffIntro = fmt.Sprintf("A contended Mutex hands the lock on at best once
 	"server, the next holder is told, and its own release travels back. ops/s × RTT, where RTT is a single "+
 	"request's round trip through the same network (the median of %d exists requests, timed before the "+
 	"profile's cells, with no cell running), is the share of that limit a lock reaches: 1 is one handoff per round trip. "+
+	"A handoff waits on a write, though, which the server logs before it answers: × txn uses the round trip of a "+
+	"small transaction instead (a multi of a create and a delete, timed the same way), the limit for a handoff that "+
+	"waits on one write and its notification. "+
 	"On loopback a round trip is scheduling and CPU rather than network, so the limit says little there and "+
 	"the table leaves loopback out.", rttSamples)
 
@@ -199,11 +203,11 @@ func hasMutex(plan []planned) bool {
 func handoffTable(b *strings.Builder, plan []planned, runs []profileRun) {
 	i := slices.IndexFunc(plan, func(p planned) bool { return p.key == "mutex" })
 	w := plan[i]
-	b.WriteString("| profile | RTT (ms) | sessions |")
-	rule := "|---|--:|--:|"
+	b.WriteString("| profile | RTT (ms) | txn (ms) | sessions |")
+	rule := "|---|--:|--:|--:|"
 	for _, im := range w.impls {
-		fmt.Fprintf(b, " %s ops/s | × RTT |", im.name)
-		rule += "--:|--:|"
+		fmt.Fprintf(b, " %s ops/s | × RTT | × txn |", im.name)
+		rule += "--:|--:|--:|"
 	}
 	b.WriteString("\n" + rule + "\n")
 	for _, r := range runs {
@@ -214,12 +218,12 @@ func handoffTable(b *strings.Builder, plan []planned, runs []profileRun) {
 			if n < 2 {
 				continue
 			}
-			fmt.Fprintf(b, "| %s | %.2f | %d |", r.title(), ms(r.rtt), n)
+			fmt.Fprintf(b, "| %s | %.2f | %.2f | %d |", r.title(), ms(r.rtt), ms(r.txn), n)
 			for _, im := range w.impls {
 				if c, ok := find(r.cells, w.key, n, im.name); ok {
-					fmt.Fprintf(b, " %.0f | %.2f |", c.opsPerSec(), c.opsPerSec()*r.rtt.Seconds())
+					fmt.Fprintf(b, " %.0f | %.2f | %.2f |", c.opsPerSec(), c.opsPerSec()*r.rtt.Seconds(), c.opsPerSec()*r.txn.Seconds())
 				} else {
-					b.WriteString(" — | — |")
+					b.WriteString(" — | — | — |")
 				}
 			}
 			b.WriteString("\n")
@@ -243,7 +247,7 @@ func handoffLine(plan []planned, r profileRun) string {
 		var vals []string
 		for _, im := range w.impls {
 			if c, ok := find(r.cells, w.key, n, im.name); ok {
-				vals = append(vals, fmt.Sprintf("%s %.2f", im.name, c.opsPerSec()*r.rtt.Seconds()))
+				vals = append(vals, fmt.Sprintf("%s %.2f (× txn %.2f)", im.name, c.opsPerSec()*r.rtt.Seconds(), c.opsPerSec()*r.txn.Seconds()))
 			}
 		}
 		if len(vals) > 0 {
@@ -253,7 +257,8 @@ func handoffLine(plan []planned, r profileRun) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return "Contended Mutex, handoffs per round trip (ops/s × RTT; 1 is the limit, one handoff per round trip): " +
+	return fmt.Sprintf("Contended Mutex, handoffs per round trip (ops/s × RTT; 1 is the limit, one handoff per round trip; "+
+		"× txn: per round trip of a small transaction, %.2f ms, the write a handoff waits on): ", ms(r.txn)) +
 		strings.Join(parts, "; ") + "."
 }
 
