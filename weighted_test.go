@@ -326,6 +326,9 @@ func TestWeightedCount(t *testing.T) {
 		t.Fatal("TryAcquire succeeded with the lowered maximum reached")
 	}
 	b.Release(1)
+	// Release does not wait for its delete, and a is on another session:
+	// wait until the server has applied it (and a's own).
+	awaitChildren(t, obs, path+"/leases", 0)
 	if !a.TryAcquire(1) {
 		t.Fatal("TryAcquire failed with nothing held")
 	}
