@@ -258,11 +258,7 @@ func TestLockLostKillsCMD(t *testing.T) {
 		t.Errorf("stderr = %q; want it to say the lock was lost", &p.stderr)
 	}
 	for _, pid := range ps {
-		deadline := time.Now().Add(5 * time.Second)
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if alive(pid) {
+		if !awaitExit(t, pid, 5*time.Second) {
 			t.Errorf("process %d of CMD is still running", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}

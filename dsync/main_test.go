@@ -173,22 +173,6 @@ func dsyncRun(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	return code, p.stdout.String(), p.stderr.String()
 }
 
-// awaitFile waits until path exists and returns its content.
-func awaitFile(t testing.TB, path string, within time.Duration) string {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		b, err := os.ReadFile(path)
-		if err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
-			return string(b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within %v", path, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // alive reports whether process pid exists and is not a zombie.
 func alive(pid int) bool {
 	if s := procState(pid); s != 0 {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // awaitState waits until every process of ps is in a state for which ok
@@ -39,7 +43,37 @@ func TestLockKilledDsyncKillsCMD(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-p.done
-	awaitState(t, ps, "gone", isGone)
+	for _, pid := range ps {
+		if !awaitExit(t, pid, 30*time.Second) {
+			t.Fatalf("process %d of CMD still runs 30s after dsync was killed", pid)
+		}
+	}
+}
+
+// awaitExit waits until process pid (not necessarily the test's child) has
+// exited, or within has passed, and reports whether it exited: a pidfd
+// becomes readable when its process exits.
+func awaitExit(t testing.TB, pid int, within time.Duration) bool {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return true // gone, and reaped
+	}
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(within)
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(time.Until(deadline).Milliseconds()))
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			t.Fatalf("poll of pid %d: %v", pid, err)
+		}
+		return n > 0
+	}
 }
 
 // TestLockStopStopsCMD pins SIGTSTP stopping dsync alone: it stops CMD's
@@ -91,6 +125,42 @@ func TestLockStoppedPastExpiry(t *testing.T) {
 	for _, pid := range ps {
 		if !isGone(procState(pid)) {
 			t.Errorf("process %d of CMD outlived dsync", pid)
+		}
+	}
+}
+
+// awaitFile waits until path holds a complete line (it ends in a newline)
+// and returns its content, failing the test after within. The file is
+// written by processes that are not the test's children: it waits on
+// inotify events of path's directory, set before the first read.
+func awaitFile(t testing.TB, path string, within time.Duration) string {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatalf("inotify: %v", err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, filepath.Dir(path), unix.IN_CREATE|unix.IN_MODIFY|unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO); err != nil {
+		t.Fatalf("inotify watch of %s: %v", filepath.Dir(path), err)
+	}
+	deadline := time.Now().Add(within)
+	events := make([]byte, 4096)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+			return string(b)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			t.Fatalf("%s did not appear within %v", path, within)
+		}
+		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			t.Fatalf("poll of inotify: %v", err)
+		}
+		for { // drain: the file is read again whatever the events were
+			if _, err := unix.Read(fd, events); err != nil {
+				break
+			}
 		}
 	}
 }

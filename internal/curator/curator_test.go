@@ -924,33 +924,41 @@ func TestElection(t *testing.T) {
 	}
 }
 
-// TestLeadResignWaiting checks that a participant that resigns before it
-// leads leaves the line: the leader is unchanged and its node is gone.
-func TestLeadResignWaiting(t *testing.T) {
+// forRecipes runs f, in parallel, once for each leader recipe (Latch,
+// Selector), with a test server's address, a path of its own, the test's
+// context and an observer connection.
+func forRecipes(t *testing.T, f func(t *testing.T, kind, addr, path string, ctx context.Context, c *zk.Conn)) {
 	t.Parallel()
 	for _, kind := range []string{Latch, Selector} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
-			c := dialZK(t, addr)
-			a := lead(t, ctx, kind, addr, path, "alice")
-			ea := nextEvent(t, a, true)
-			b := lead(t, ctx, kind, addr, path, "bob")
-			if err := b.Resign(); err != nil {
-				t.Fatal(err)
-			}
-			if ev := b.Events(); len(ev) != 0 {
-				t.Fatalf("participant that resigned in line reported %+v", ev)
-			}
-			if kids, _, err := c.Children(path); err != nil || len(kids) != 1 || path+"/"+kids[0] != ea.Node {
-				t.Fatalf("children of %s = %q (%v), want the leader's node alone", path, kids, err)
-			}
-			wantLeader(t, ctx, kind, addr, path, "alice")
-			if err := a.Resign(); err != nil {
-				t.Fatal(err)
-			}
+			addr := zkAddr(t)
+			f(t, kind, addr, testPath(t), testContext(t), dialZK(t, addr))
 		})
 	}
+}
+
+// TestLeadResignWaiting checks that a participant that resigns before it
+// leads leaves the line: the leader is unchanged and its node is gone.
+func TestLeadResignWaiting(t *testing.T) {
+	forRecipes(t, func(t *testing.T, kind, addr, path string, ctx context.Context, c *zk.Conn) {
+		a := lead(t, ctx, kind, addr, path, "alice")
+		ea := nextEvent(t, a, true)
+		b := lead(t, ctx, kind, addr, path, "bob")
+		if err := b.Resign(); err != nil {
+			t.Fatal(err)
+		}
+		if ev := b.Events(); len(ev) != 0 {
+			t.Fatalf("participant that resigned in line reported %+v", ev)
+		}
+		if kids, _, err := c.Children(path); err != nil || len(kids) != 1 || path+"/"+kids[0] != ea.Node {
+			t.Fatalf("children of %s = %q (%v), want the leader's node alone", path, kids, err)
+		}
+		wantLeader(t, ctx, kind, addr, path, "alice")
+		if err := a.Resign(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestLeadTerm sends SIGTERM to a leader: its shutdown hook resigns before
@@ -958,36 +966,30 @@ func TestLeadResignWaiting(t *testing.T) {
 // exited (a killed JVM's node would stay until its session expired), and the
 // participant in line leads.
 func TestLeadTerm(t *testing.T) {
-	t.Parallel()
-	for _, kind := range []string{Latch, Selector} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
-			c := dialZK(t, addr)
-			a := lead(t, ctx, kind, addr, path, "alice")
-			ea := nextEvent(t, a, true)
-			b := lead(t, ctx, kind, addr, path, "bob")
-			if err := a.Term(); err != nil {
-				t.Fatal(err)
-			}
-			if ok, _, err := c.Exists(ea.Node); err != nil || ok {
-				t.Fatalf("leader's node %s after its JVM exited on SIGTERM: exists %v (%v); want it gone", ea.Node, ok, err)
-			}
-			if eb := nextEvent(t, b, true); !eb.Time.After(ea.Time) {
-				t.Fatalf("second leader event %+v, want it after %v", eb, ea.Time)
-			}
-			if ev := a.Events(); len(ev) != 1 {
-				t.Fatalf("terminated %s reported %+v, want its leader event alone", kind, ev)
-			}
-			wantLeader(t, ctx, kind, addr, path, "bob")
-			if err := a.Term(); err != nil {
-				t.Fatalf("second Term: %v; want the first one's outcome, nil", err)
-			}
-			if err := b.Resign(); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	forRecipes(t, func(t *testing.T, kind, addr, path string, ctx context.Context, c *zk.Conn) {
+		a := lead(t, ctx, kind, addr, path, "alice")
+		ea := nextEvent(t, a, true)
+		b := lead(t, ctx, kind, addr, path, "bob")
+		if err := a.Term(); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _, err := c.Exists(ea.Node); err != nil || ok {
+			t.Fatalf("leader's node %s after its JVM exited on SIGTERM: exists %v (%v); want it gone", ea.Node, ok, err)
+		}
+		if eb := nextEvent(t, b, true); !eb.Time.After(ea.Time) {
+			t.Fatalf("second leader event %+v, want it after %v", eb, ea.Time)
+		}
+		if ev := a.Events(); len(ev) != 1 {
+			t.Fatalf("terminated %s reported %+v, want its leader event alone", kind, ev)
+		}
+		wantLeader(t, ctx, kind, addr, path, "bob")
+		if err := a.Term(); err != nil {
+			t.Fatalf("second Term: %v; want the first one's outcome, nil", err)
+		}
+		if err := b.Resign(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestLeadSuspended cuts a leader's connection: Curator suspends it, and
@@ -995,39 +997,33 @@ func TestLeadTerm(t *testing.T) {
 // node is still first, leads again on reconnection; the selector, without
 // autoRequeue, gives up its lock and stays out.
 func TestLeadSuspended(t *testing.T) {
-	t.Parallel()
-	for _, kind := range []string{Latch, Selector} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
-			c := dialZK(t, addr)
-			proxy := zktest.NewProxy(t, addr)
-			l := lead(t, ctx, kind, proxy.Addr(), path, "alice")
-			e := nextEvent(t, l, true)
-			proxy.Cut()
-			lost := nextEvent(t, l, false)
-			if !lost.Time.After(e.Time) {
-				t.Fatalf("notleader at %v, not after leader at %v", lost.Time, e.Time)
+	forRecipes(t, func(t *testing.T, kind, addr, path string, ctx context.Context, c *zk.Conn) {
+		proxy := zktest.NewProxy(t, addr)
+		l := lead(t, ctx, kind, proxy.Addr(), path, "alice")
+		e := nextEvent(t, l, true)
+		proxy.Cut()
+		lost := nextEvent(t, l, false)
+		if !lost.Time.After(e.Time) {
+			t.Fatalf("notleader at %v, not after leader at %v", lost.Time, e.Time)
+		}
+		if kind == Latch {
+			if again := nextEvent(t, l, true); again.Node != e.Node {
+				t.Fatalf("latch leads again with %s, want its node %s", again.Node, e.Node)
 			}
-			if kind == Latch {
-				if again := nextEvent(t, l, true); again.Node != e.Node {
-					t.Fatalf("latch leads again with %s, want its node %s", again.Node, e.Node)
-				}
-			} else {
-				zktest.AwaitChildren(t, c, path, 0)
-			}
-			if err := l.Resign(); err != nil {
-				t.Fatal(err)
-			}
-			want := 2 // leader, notleader
-			if kind == Latch {
-				want = 3 // and leader again
-			}
-			if ev := l.Events(); len(ev) != want {
-				t.Fatalf("%s reported %+v, want %d events", kind, ev, want)
-			}
-		})
-	}
+		} else {
+			zktest.AwaitChildren(t, c, path, 0)
+		}
+		if err := l.Resign(); err != nil {
+			t.Fatal(err)
+		}
+		want := 2 // leader, notleader
+		if kind == Latch {
+			want = 3 // and leader again
+		}
+		if ev := l.Events(); len(ev) != want {
+			t.Fatalf("%s reported %+v, want %d events", kind, ev, want)
+		}
+	})
 }
 
 // TestLoopLatch checks that LeaderLatch participants, each taking turns with
