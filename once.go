@@ -131,26 +131,50 @@ func (o *Once) record(ctx context.Context, held context.Context, cversion int32)
 		default:
 			return fmt.Errorf("dsync: %s: recording the run: %w", o.done, err)
 		}
-		done, now, serr := o.state(ctx)
+		written, derr := o.decide(ctx, hd, cversion)
 		switch {
-		case serr != nil:
-			return fmt.Errorf("dsync: %s: recording the run: %w (deciding it: %w)", o.done, err, serr)
-		case done:
+		case errors.Is(derr, errNodeGone), errors.Is(derr, zkconn.ErrSessionLost), errors.Is(derr, context.DeadlineExceeded):
+			// Gone, or not known for a whole session timeout: the lock
+			// counts as lost.
+			return fmt.Errorf("%w: the run's record is not known to be written (%w): %w", ErrLockLost, derr, err)
+		case derr != nil:
+			return fmt.Errorf("dsync: %s: recording the run: %w (deciding it: %w)", o.done, err, derr)
+		case written:
 			return nil
-		}
-		// The cversion argument holds only while the lock node exists:
-		// one there now was there at the listing too (a node's name never
-		// comes back), and PATH/lock could not go meanwhile.
-		switch _, _, _, gerr := readNode(ctx, hd.h, hd.node, false); {
-		case errors.Is(gerr, errNodeGone), errors.Is(gerr, zkconn.ErrSessionLost):
-			return fmt.Errorf("%w: node %s gone before the run's record was known to be written: %w", ErrLockLost, hd.node, err)
-		case gerr != nil:
-			return fmt.Errorf("dsync: %s: recording the run: %w (deciding it: %w)", o.done, err, gerr)
-		}
-		if now != cversion {
-			return nil // written, then deleted by a Reset
+		case ctx.Err() != nil: // not applied, and the record's time is spent: not sent again
+			return fmt.Errorf("%w: the run's record was not written within the session timeout: %w", ErrLockLost, err)
 		}
 	}
+}
+
+// decide reports whether the record whose reply was lost was written (see
+// record), under a bound of its own (the session timeout): the send may have
+// spent ctx's. The server it asks syncs with the leader first, so that a
+// write applied elsewhere is seen. It returns errNodeGone if the run's lock
+// node is gone and the record is not there.
+func (o *Once) decide(ctx context.Context, hd *hold, cversion int32) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.m.q.sess.SessionTimeout())
+	defer cancel()
+	sync := func(c *zk.Conn) error {
+		if _, err := c.Sync(o.path); !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		return nil
+	}
+	if err := o.do(ctx, sync); err != nil {
+		return false, err
+	}
+	done, now, err := o.state(ctx)
+	if err != nil || done {
+		return done, err
+	}
+	// The cversion argument holds only while the lock node exists: one
+	// there now was there at the listing too (a node's name never comes
+	// back), and PATH/lock could not go meanwhile.
+	if _, _, _, err := readNode(ctx, hd.h, hd.node, false); err != nil {
+		return false, err
+	}
+	return now != cversion, nil // moved: written, then deleted by a Reset
 }
 
 // state reports whether the record exists, with the cversion of o's path
