@@ -203,8 +203,12 @@ func TestWeightedCancelLeavesNothing(t *testing.T) {
 		}
 		cancel()
 	}
-	// One waits holding the internal lock, one queues behind it.
+	// A canceled Acquire's deletes go out without waiting for their replies:
+	// let them be applied before counting the next Acquire's lease.
 	obs := observer(t, shared.Addr())
+	awaitChildren(t, obs, path+"/leases", 2)
+	awaitChildren(t, obs, path+"/locks", 0)
+	// One waits holding the internal lock, one queues behind it.
 	wctx, wcancel := context.WithCancel(context.Background())
 	qctx, qcancel := context.WithCancel(context.Background())
 	werr, qerr := make(chan error, 1), make(chan error, 1)
