@@ -270,10 +270,10 @@ func TestElectionNoHerd(t *testing.T) {
 		t.Fatalf("Observe yields %s first; want the leader %s", got, ps[0].Node)
 	}
 	for i := 1; i < 4; i++ {
-		awaitWatch(t, ps[i-1].Path, ids[i])
+		awaitWatch(t, shared, ps[i-1].Path, ids[i])
 	}
-	awaitWatch(t, ps[0].Path, oid)
-	w := watches(t)
+	awaitWatch(t, shared, ps[0].Path, oid)
+	w := watches(t, shared)
 	for i, p := range ps {
 		want := []int64{}
 		if i < 3 {
@@ -331,7 +331,7 @@ func TestElectionObserveEmptyPath(t *testing.T) {
 			}
 		}
 	}()
-	awaitWatch(t, path, sessionID(t, osess))
+	awaitWatch(t, shared, path, sessionID(t, osess))
 	e := dsync.NewElection(dial(t, []string{shared.Addr()}), path)
 	if _, err := e.Campaign(ctx, "first"); err != nil {
 		t.Fatal(err)

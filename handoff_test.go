@@ -16,13 +16,13 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// watches returns the watches set on the shared server, as the sessions
-// watching each path (four-letter word wchp).
-func watches(t testing.TB) map[string][]int64 {
+// watches returns the watches set on srv, as the sessions watching each
+// path (four-letter word wchp).
+func watches(t testing.TB, srv *zktest.Server) map[string][]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := shared.Command(ctx, "wchp")
+	out, err := srv.Command(ctx, "wchp")
 	if err != nil {
 		t.Fatalf("wchp: %v", err)
 	}
@@ -43,14 +43,14 @@ func watches(t testing.TB) map[string][]int64 {
 	return m
 }
 
-// awaitWatch blocks until session id watches path. ZooKeeper offers no
-// watch on its watch table, so it asks again every few milliseconds.
-func awaitWatch(t testing.TB, path string, id int64) {
+// awaitWatch blocks until session id watches path on srv. ZooKeeper offers
+// no watch on its watch table, so it asks again every few milliseconds.
+func awaitWatch(t testing.TB, srv *zktest.Server, path string, id int64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for !slices.Contains(watches(t)[path], id) {
+	for !slices.Contains(watches(t, srv)[path], id) {
 		if time.Now().After(deadline) {
-			t.Fatalf("session %#x never watched %s; watches: %v", id, path, watches(t))
+			t.Fatalf("session %#x never watched %s; watches: %v", id, path, watches(t, srv))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -61,7 +61,7 @@ func awaitWatch(t testing.TB, path string, id int64) {
 func watchesUnder(t testing.TB, root string, obs *zk.Conn) []string {
 	t.Helper()
 	var left []string
-	for p, ids := range watches(t) {
+	for p, ids := range watches(t, shared) {
 		if p == root || strings.HasPrefix(p, root+"/") {
 			if ids = slices.DeleteFunc(ids, func(id int64) bool { return id == obs.SessionID() }); len(ids) > 0 {
 				left = append(left, p)
@@ -109,12 +109,12 @@ func TestMutexDeepWaiterPredecessorLeaves(t *testing.T) {
 				close(acquired)
 			}()
 			awaitChildren(t, obs, path, 3)
-			awaitWatch(t, leaverNode+".handoff", mustID(t, waiterSess))
-			awaitWatch(t, leaverNode, mustID(t, waiterSess))
+			awaitWatch(t, shared, leaverNode+".handoff", sessionID(t, waiterSess))
+			awaitWatch(t, shared, leaverNode, sessionID(t, waiterSess))
 
 			tc.leave(cancel, proxy)
 			awaitChildren(t, obs, path, 2)
-			awaitWatch(t, holderNode, mustID(t, waiterSess)) // listed again
+			awaitWatch(t, shared, holderNode, sessionID(t, waiterSess)) // listed again
 			select {
 			case <-acquired:
 				t.Fatal("the waiter took the lock while the holder held it")
@@ -219,8 +219,8 @@ func TestMutexDeepBehindCurator(t *testing.T) {
 		close(acquired)
 	}()
 	javaNode := path + "/" + orderedNames(awaitChildren(t, obs, path, 3))[1]
-	awaitWatch(t, javaNode, mustID(t, waiterSess))
-	if w := watches(t)[javaNode+".handoff"]; len(w) > 0 {
+	awaitWatch(t, shared, javaNode, sessionID(t, waiterSess))
+	if w := watches(t, shared)[javaNode+".handoff"]; len(w) > 0 {
 		t.Fatalf("sessions %v watch for a handoff signal from Curator's node", w)
 	}
 	holder.Unlock()
@@ -272,7 +272,7 @@ func TestMutexHandoffWithoutListing(t *testing.T) {
 	}
 	line := orderedNames(children(t, obs, path))
 	for i, w := range ws {
-		awaitWatch(t, path+"/"+line[i], mustID(t, w.sess))
+		awaitWatch(t, shared, path+"/"+line[i], sessionID(t, w.sess))
 	}
 	release := holder.Unlock
 	for i, w := range ws {
@@ -304,11 +304,11 @@ func TestMutexWaiterSeesWriteAhead(t *testing.T) {
 		close(acquired)
 	}()
 	holderNode := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[0]
-	awaitWatch(t, holderNode, mustID(t, waiterSess))
+	awaitWatch(t, shared, holderNode, sessionID(t, waiterSess))
 	if _, err := obs.Set(holderNode, []byte("__REVOKE__"), -1); err != nil {
 		t.Fatal(err)
 	}
-	awaitWatch(t, holderNode, mustID(t, waiterSess)) // watched again
+	awaitWatch(t, shared, holderNode, sessionID(t, waiterSess)) // watched again
 	select {
 	case <-acquired:
 		t.Fatal("the waiter took the lock after a write to the holder's node")

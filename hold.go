@@ -16,6 +16,12 @@ import (
 // A hold is one acquired node, from acquisition to release or loss. Its
 // context is canceled, with a cause, the moment the holder can no longer
 // prove it holds: on release (context.Canceled), or on loss (ErrLockLost).
+//
+// A tracked hold has no goroutine of its own: the session's event goroutine
+// tells it of a write to or deletion of its node (zkconn.Watch.Notify), and
+// the connection's drop or the session's loss runs a function
+// (zkconn.Handle.AfterSuspended, AfterLost). Only a write to the node starts
+// one, to watch the node again (see changed).
 type hold struct {
 	h       zkconn.Handle
 	node    string       // full path
@@ -23,13 +29,18 @@ type hold struct {
 	token   atomic.Int64 // czxid, once known
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	count   int           // re-entrancy depth (Mutex only)
-	release chan struct{} // closed by end
-	done    chan struct{} // closed when watch returns
+	count   int            // re-entrancy depth (Mutex only)
+	unlost  func() bool    // stops lose from running; nil unless tracked
+	rewatch sync.WaitGroup // the watch being set again after a write, if it is
 	// revoked is closed when the hold sees a revocation request in its
-	// node (see Revoked); nil unless the hold is revocable. newHold,
-	// then watch, are the only ones to close it.
+	// node (see Revoked); nil unless the hold is revocable. newHold, then
+	// the rewatch that follows each write, are the only ones to close it:
+	// one at a time.
 	revoked chan struct{}
+
+	mu    sync.Mutex
+	ended bool          // set by end: no rewatch starts after it
+	own   *zkconn.Watch // the watch on node, while tracked
 }
 
 // A holdConfig says how a hold watches its node.
@@ -60,31 +71,37 @@ type anyHoldKey struct{}
 // under LostOnSuspension its connection drops, or a revocable hold's read
 // fails, parent done included) is born lost: its context is canceled
 // already, and the caller gives it back.
+//
+// Invariant: from its start until end, a tracked hold's context is canceled
+// when the connection drops (under LostOnSuspension) or the session is lost,
+// the moment the Session sees it; and a getData watch of its own is set on
+// the node, or being set again with a read of its data, at every moment.
 func newHold(parent context.Context, owner any, e entry, cfg holdConfig) *hold {
-	hd := &hold{h: e.h, node: e.node, fire: e.fire, count: 1, release: make(chan struct{}), done: make(chan struct{})}
+	hd := &hold{h: e.h, node: e.node, fire: e.fire, count: 1}
 	hd.token.Store(e.czxid)
 	ctx := context.WithValue(context.WithoutCancel(parent), holdKey{owner}, hd)
 	ctx = context.WithValue(ctx, anyHoldKey{}, hd)
 	hd.ctx, hd.cancel = context.WithCancelCause(ctx)
 	if !cfg.track && !cfg.revocable {
-		close(hd.done)
+		e.own.Stop() // set if it waited: not needed any more
 		return hd
 	}
-	hd.h = hd.h.Refresh() // a suspension while waiting is over: watch the connection up now
-	lost := hd.h.Suspended()
-	if cfg.policy == LostOnExpiry {
-		lost = hd.h.Lost()
+	if e.own == nil {
+		panic("dsync: internal error: tracked hold without a watch on its node")
 	}
+	hd.h = hd.h.Refresh() // a suspension while waiting is over: watch the connection up now
+	lost, after := hd.h.Suspended(), hd.h.AfterSuspended
+	if cfg.policy == LostOnExpiry {
+		lost, after = hd.h.Lost(), hd.h.AfterLost
+	}
+	hd.unlost = after(hd.lose)
 	if cfg.revocable {
-		if e.own == nil {
-			panic("dsync: internal error: revocable hold without a watch on its node")
-		}
 		hd.revoked = make(chan struct{})
 		// e.own was set before this read goes out: a request written
 		// before the read is in its data, one written after fires e.own
-		// (see watch). A request written while the node waited in line
+		// (see changed). A request written while the node waited in line
 		// is thus seen before the hold is handed out.
-		data, _, _, err := readNode(parent, hd.h, hd.node, false)
+		data, _, err := readNode(parent, hd.h, hd.node)
 		if err != nil {
 			hd.cancel(hd.lostBy(err))
 		}
@@ -92,10 +109,10 @@ func newHold(parent context.Context, owner any, e entry, cfg holdConfig) *hold {
 	}
 	select {
 	case <-lost: // already: the hold is born lost, and says so at once
-		hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cmp.Or(hd.h.Err(), errSuspended)))
+		hd.lose()
 	default:
 	}
-	go hd.watch(e.own, lost)
+	hd.follow(e.own)
 	return hd
 }
 
@@ -119,70 +136,57 @@ func (q *queue) take(ctx context.Context, owner any, wait bool, cfg holdConfig, 
 	}
 }
 
-// watch cancels the hold context when the hold is lost, until end, and
-// closes hd.revoked when a revocation request is written into the node.
-//
-// Invariant: while it runs, it waits on lost (and release) at every moment,
-// and a getData watch of its own is set on the node, or being set again
-// with a read of the node's data (the re-arm), at every moment. The re-arm,
-// after a write to the node fired the watch, is a request; it goes out on a
-// goroutine of its own, so that a connection dropping meanwhile still
-// cancels the hold at once. It reads the data in the request that sets the
-// watch again, so a write is either in that data or fires the new watch: no
-// revocation request is missed between the fire and the re-arm.
-func (hd *hold) watch(own <-chan zk.Event, lost <-chan struct{}) {
-	defer close(hd.done)
-	type armed struct {
-		data  []byte
-		watch <-chan zk.Event
-		err   error
+// lose cancels the hold context because the connection dropped or the
+// session was lost.
+func (hd *hold) lose() {
+	hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cmp.Or(hd.h.Err(), errSuspended)))
+}
+
+// follow makes w the hold's watch on its node, unless the hold has ended.
+func (hd *hold) follow(w *zkconn.Watch) {
+	hd.mu.Lock()
+	if hd.ended {
+		hd.mu.Unlock()
+		w.Stop()
+		return
 	}
-	var (
-		rearm chan armed // set while a request to set the watch is out
-		wg    sync.WaitGroup
-	)
-	// Every return cancels hd.ctx first (end does before release), which
-	// ends a request still out.
-	defer wg.Wait()
-	for {
-		select {
-		case ev := <-own:
-			switch ev.Type {
-			case zk.EventNodeDeleted:
-				hd.cancel(fmt.Errorf("%w: node %s deleted", ErrLockLost, hd.node))
-				return
-			case zk.EventNotWatching:
-				cause := hd.h.Err()
-				if cause == nil {
-					cause = ev.Err
-				}
-				hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cause))
-				return
+	hd.own = w
+	hd.mu.Unlock()
+	w.Notify(hd.changed) // after end's Stop, it does nothing
+}
+
+// changed takes the event of the hold's watch on its node, on the session's
+// event goroutine (so it must not block): a deletion, or the end of the
+// session's watches, loses the hold; a write sets the watch again, reading
+// the data in the same request, on a goroutine of its own, so that a write
+// is either in that data or fires the new watch (no revocation request is
+// missed between the two). Meanwhile a drop of the connection still cancels
+// the hold at once, and ends that request.
+func (hd *hold) changed(ev zk.Event) {
+	switch ev.Type {
+	case zk.EventNodeDeleted:
+		hd.cancel(fmt.Errorf("%w: node %s deleted", ErrLockLost, hd.node))
+		return
+	case zk.EventNotWatching:
+		hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cmp.Or(hd.h.Err(), ev.Err)))
+		return
+	}
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	if hd.ended {
+		return
+	}
+	hd.rewatch.Go(func() {
+		data, _, w, err := ownNode(hd.ctx, hd.h, hd.node)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) { // else canceled with its cause already
+				hd.cancel(hd.lostBy(err))
 			}
-			// Written to: read it, watching it again.
-			own = nil
-			rearm = make(chan armed, 1)
-			wg.Go(func() {
-				data, _, w, err := readNode(hd.ctx, hd.h, hd.node, true)
-				rearm <- armed{data, w, err}
-			})
-		case a := <-rearm:
-			rearm = nil
-			if a.err != nil {
-				if !errors.Is(a.err, context.Canceled) {
-					hd.cancel(hd.lostBy(a.err))
-				}
-				return
-			}
-			hd.saw(a.data)
-			own = a.watch
-		case <-lost:
-			hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cmp.Or(hd.h.Err(), errSuspended)))
-			return
-		case <-hd.release:
 			return
 		}
-	}
+		hd.saw(data)
+		hd.follow(w)
+	})
 }
 
 // lostBy returns the cause of a hold lost because a read of its node failed
@@ -195,7 +199,8 @@ func (hd *hold) lostBy(err error) error {
 }
 
 // saw closes hd.revoked if the hold is revocable and data, read from its
-// node, is a revocation request. Only newHold, then watch, call it.
+// node, is a revocation request. Only newHold, then each rewatch (one at a
+// time), call it.
 func (hd *hold) saw(data []byte) {
 	if hd.revoked == nil || string(data) != revokeRequest {
 		return
@@ -229,16 +234,26 @@ func getNode(ctx context.Context, h zkconn.Handle, node string, watch bool) ([]b
 	return data, st, w, nil
 }
 
-// readNode is getNode, returning errNodeGone if the node does not exist.
-func readNode(ctx context.Context, h zkconn.Handle, node string, watch bool) ([]byte, *zk.Stat, <-chan zk.Event, error) {
-	data, st, w, err := getNode(ctx, h, node, watch)
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-		return nil, nil, nil, errNodeGone
-	case err != nil:
-		return nil, nil, nil, err
+// readNode reads node's data and stat, returning errNodeGone if the node
+// does not exist.
+func readNode(ctx context.Context, h zkconn.Handle, node string) ([]byte, *zk.Stat, error) {
+	data, st, _, err := getNode(ctx, h, node, false)
+	return data, st, gone(err)
+}
+
+// ownNode is readNode, setting a zkconn.Watch on node.
+func ownNode(ctx context.Context, h zkconn.Handle, node string) ([]byte, *zk.Stat, *zkconn.Watch, error) {
+	data, st, w, err := h.GetW(ctx, node)
+	return data, st, w, gone(err)
+}
+
+// gone maps the error of a read of a node of ours: errNodeGone if it does
+// not exist.
+func gone(err error) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		return errNodeGone
 	}
-	return data, st, w, nil
+	return err
 }
 
 // fencingToken returns the czxid of the hold's node, asking ZooKeeper
@@ -282,7 +297,16 @@ func Token(held context.Context) int64 {
 // it is settled.
 func (hd *hold) end() (sent, settled <-chan struct{}) {
 	hd.cancel(context.Canceled)
-	close(hd.release)
-	<-hd.done
+	hd.mu.Lock()
+	hd.ended = true
+	own := hd.own
+	hd.mu.Unlock()
+	if hd.unlost != nil {
+		hd.unlost()
+	}
+	if own != nil {
+		own.Stop()
+	}
+	hd.rewatch.Wait()
 	return hd.h.Release(hd.node, hd.fire...)
 }

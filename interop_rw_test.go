@@ -513,7 +513,7 @@ func TestInteropRWParticipants(t *testing.T) {
 	awaitChildren(t, obs, path, 6)
 
 	ps := checkRWQueue(t, ctx, goR1, path, "R", "R", "W-", "R-", "W-", "R-")
-	goIDs := []int64{mustID(t, r1s), mustID(t, ws), mustID(t, r2s)}
+	goIDs := []int64{sessionID(t, r1s), sessionID(t, ws), sessionID(t, r2s)}
 	for i, owner := range []int64{goIDs[0], 0, goIDs[1], 0, 0, goIDs[2]} { // 0: a Curator node
 		if owner != 0 && ps[i].Session != owner || owner == 0 && slices.Contains(goIDs, ps[i].Session) {
 			t.Fatalf("participant %d (%s) belongs to session %#x; want %#x (0: Curator's)", i, ps[i].Node, ps[i].Session, owner)
@@ -645,11 +645,11 @@ func TestInteropRWMixedWaiting(t *testing.T) {
 			return held, err
 		})
 		awaitChildren(t, obs, path, 3)
-		id := mustID(t, ws)
-		awaitWatch(t, javaR2.Node(), id)
+		id := sessionID(t, ws)
+		awaitWatch(t, shared, javaR2.Node(), id)
 
 		releaseCurator(t, javaR2)
-		awaitWatch(t, javaR1.Node(), id)
+		awaitWatch(t, shared, javaR1.Node(), id)
 		if got := fmt.Sprint(kinds(rwParticipants(t, goW))); got != "[R W-]" {
 			t.Fatalf("Participants = %s; want [R W-]", got)
 		}

@@ -484,7 +484,7 @@ func TestMutexParticipants(t *testing.T) {
 	if err != nil || len(ps) != 3 {
 		t.Fatalf("Participants = %v, %v; want 3", ps, err)
 	}
-	if string(ps[0].Data) != "holder" || ps[0].Session != mustID(t, s) {
+	if string(ps[0].Data) != "holder" || ps[0].Session != sessionID(t, s) {
 		t.Fatalf("first participant %+v; want the holder", ps[0])
 	}
 	if ps[1].Session != obs.SessionID() || !strings.HasPrefix(string(ps[2].Data), "host=") {
@@ -506,14 +506,6 @@ func TestMutexParticipants(t *testing.T) {
 	if err := zl.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func mustID(t *testing.T, s *zkconn.Session) int64 {
-	h, err := s.Current(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h.ID()
 }
 
 // zkLocker is go-zookeeper's zk.Lock as a sync.Locker for contend.

@@ -171,7 +171,7 @@ func (o *Once) decide(ctx context.Context, hd *hold, cversion int32) (bool, erro
 	// The cversion argument holds only while the lock node exists: one
 	// there now was there at the listing too (a node's name never comes
 	// back), and PATH/lock could not go meanwhile.
-	if _, _, _, err := readNode(ctx, hd.h, hd.node, false); err != nil {
+	if _, _, err := readNode(ctx, hd.h, hd.node); err != nil {
 		return false, err
 	}
 	return now != cversion, nil // moved: written, then deleted by a Reset

@@ -214,9 +214,9 @@ type entry struct {
 	h     zkconn.Handle
 	node  string // full path
 	czxid int64
-	// own is the watch on node (getData), which fires when it is deleted or
-	// written: set while waiting, and while held if the hold is tracked.
-	own <-chan zk.Event
+	// own is the watch on node, which fires when it is deleted or written:
+	// set while waiting, and while held if the hold is tracked.
+	own *zkconn.Watch
 	// ownLink is the connection up when own was set (zkconn.Handle.Suspended
 	// of a Refresh): once it closes, events may come in another order.
 	ownLink <-chan struct{}
@@ -435,7 +435,7 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 		wg             sync.WaitGroup
 		handoff        signal
 		sigErr, ownErr error
-		own            <-chan zk.Event
+		own            *zkconn.Watch
 		czxid          int64
 		needSig        = !first && zkconn.IsNative(prev.name) && !prev.reader && !q.reader()
 		needOwn        = e.own == nil
@@ -502,7 +502,7 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 			default:
 			}
 			return e.claim(ctx, true)
-		case ev := <-e.own:
+		case ev := <-e.own.C():
 			if ev.Type == zk.EventNodeDeleted {
 				return false, errNodeGone
 			}
@@ -536,7 +536,7 @@ func (e *entry) claim(ctx context.Context, first bool) (bool, error) {
 	}
 	reread := false
 	select {
-	case ev := <-e.own:
+	case ev := <-e.own.C():
 		if ev.Type == zk.EventNodeDeleted {
 			return false, errNodeGone
 		}
@@ -546,6 +546,7 @@ func (e *entry) claim(ctx context.Context, first bool) (bool, error) {
 	default:
 	}
 	if reread {
+		e.own.Stop() // if it has not fired
 		link := e.h.Refresh().Suspended()
 		var err error
 		if e.czxid, e.own, err = watchNode(ctx, e.h, e.node); err != nil {
@@ -615,10 +616,10 @@ func (q *queue) ahead(ctx context.Context, h zkconn.Handle, name string) ([]queu
 	return ahead, nil
 }
 
-// watchNode sets a getData watch on node and returns it with the node's
-// czxid. It returns errNodeGone if the node does not exist.
-func watchNode(ctx context.Context, h zkconn.Handle, node string) (int64, <-chan zk.Event, error) {
-	_, st, watch, err := readNode(ctx, h, node, true)
+// watchNode sets a watch on node, a node of ours, and returns it with the
+// node's czxid. It returns errNodeGone if the node does not exist.
+func watchNode(ctx context.Context, h zkconn.Handle, node string) (int64, *zkconn.Watch, error) {
+	_, st, watch, err := ownNode(ctx, h, node)
 	if err != nil {
 		return 0, nil, err
 	}

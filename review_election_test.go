@@ -123,7 +123,7 @@ func TestReviewElectionObserveMissesLeaderWrite(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Errorf("Observe did not yield the leader again 10s after its node was written to "+
 			"(\"and the leader again if its node's data changes\"); observer's watches on the leader: %#x",
-			watches(t)[e.Key()])
+			watches(t, shared)[e.Key()])
 	}
 	cancel()
 	<-ended

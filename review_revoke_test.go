@@ -412,7 +412,7 @@ func TestReviewRevokeMultiCanceledMidCreate(t *testing.T) {
 			case <-g:
 			case <-log.failed:
 				t.Fatalf("attempt %d: a delete of the canceled acquisition was given up; node orphaned while its session (0x%x) lives: a %v, b/locks %v, b/leases %v; log:\n%s",
-					attempt, mustID(t, s), children(t, obs, path+"/a"), children(t, obs, path+"/b/locks"), children(t, obs, path+"/b/leases"), log)
+					attempt, sessionID(t, s), children(t, obs, path+"/a"), children(t, obs, path+"/b/locks"), children(t, obs, path+"/b/leases"), log)
 			}
 		}
 		if w := watchesUnder(t, path, obs); len(w) > 0 {
@@ -589,7 +589,7 @@ func TestReviewRevokeRearmAcrossReconnectSeesEveryRequest(t *testing.T) {
 	if held.Err() != nil {
 		t.Fatalf("hold lost under LostOnExpiry: %v", context.Cause(held))
 	}
-	awaitWatch(t, node, mustID(t, hs))
+	awaitWatch(t, shared, node, sessionID(t, hs))
 	m.Unlock()
 	awaitChildren(t, obs, path, 0)
 	if w := watchesUnder(t, path, obs); len(w) > 0 {
@@ -707,7 +707,7 @@ func TestReviewRevokeUnlockAsConnectionDropsOrphansNode(t *testing.T) {
 					}
 				}
 				t.Fatalf("attempt %d: an Unlock delete was given up; node orphaned while its session (0x%x) lives: a %v, b %v; log:\n%s",
-					attempt, mustID(t, s), children(t, obs, path+"/a"), children(t, obs, path+"/b"), log)
+					attempt, sessionID(t, s), children(t, obs, path+"/a"), children(t, obs, path+"/b"), log)
 			}
 		}
 	}

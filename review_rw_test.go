@@ -84,7 +84,7 @@ func TestReviewRWReaderSignalWatchLeaksWhenWriterGivesUp(t *testing.T) {
 	holderNode := rwParticipants(t, holder)[0].Path
 	rsess := dial(t, []string{shared.Addr()})
 	reader := dsync.NewRWMutex(rsess, path)
-	rid := mustID(t, rsess)
+	rid := sessionID(t, rsess)
 	const rounds = 3
 	var reads []<-chan rvResult
 	var gone []string
@@ -96,7 +96,7 @@ func TestReviewRWReaderSignalWatchLeaksWhenWriterGivesUp(t *testing.T) {
 		p := rvLastWriter(t, holder)
 		reads = append(reads, rvGo(ctx, reader.RLockContext))
 		awaitChildren(t, obs, path, 3+i)
-		awaitWatch(t, p.Path, rid)
+		awaitWatch(t, shared, p.Path, rid)
 		wcancel()
 		if r := <-wdone; !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("writer %d: %v; want context.Canceled", i, r.err)
@@ -107,7 +107,7 @@ func TestReviewRWReaderSignalWatchLeaksWhenWriterGivesUp(t *testing.T) {
 			rvWaits(t, ch, fmt.Sprintf("reader %d (the holder still holds)", j))
 		}
 	}
-	awaitWatch(t, holderNode, rid) // the readers listed again and follow the holder
+	awaitWatch(t, shared, holderNode, rid) // the readers listed again and follow the holder
 	for j, ch := range reads {
 		rvWaits(t, ch, fmt.Sprintf("reader %d (the holder still holds)", j))
 	}
@@ -373,7 +373,7 @@ func TestReviewRWDowngradeErasesRevocationRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Cut() // the re-read goes out again
-	awaitWatch(t, wnode, mustID(t, s))
+	awaitWatch(t, shared, wnode, sessionID(t, s))
 	select {
 	case <-dsync.Revoked(wctx):
 	case <-time.After(10 * time.Second): // bound of a failure only
@@ -446,7 +446,7 @@ func TestReviewRWReadersFollowOneWriter(t *testing.T) {
 		rws = append(rws, r)
 		rds = append(rds, rvGo(ctx, r.RLockContext))
 		awaitChildren(t, obs, path, 3+i)
-		awaitWatch(t, p.Path, mustID(t, s))
+		awaitWatch(t, shared, p.Path, sessionID(t, s))
 	}
 	w0.Unlock()
 	rvHeld(t, w1done, "second writer")
@@ -486,7 +486,7 @@ func TestReviewRWDowngradeLostReply(t *testing.T) {
 	other := dsync.NewRWMutex(osess, path)
 	odone := rvGo(ctx, other.LockContext)
 	awaitChildren(t, obs, path, 2)
-	awaitWatch(t, wnode.Path, mustID(t, osess))
+	awaitWatch(t, shared, wnode.Path, sessionID(t, osess))
 	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: wnode.Path}, zktest.Lose)
 	defer f.Disarm()
 	rctx, err := rw.RLockContext(wctx)
@@ -503,7 +503,7 @@ func TestReviewRWDowngradeLostReply(t *testing.T) {
 		t.Fatalf("queue after a downgrade with a lost reply: %s", got)
 	}
 	rw.Unlock()
-	awaitWatch(t, ps[1].Path, mustID(t, osess))
+	awaitWatch(t, shared, ps[1].Path, sessionID(t, osess))
 	rvWaits(t, odone, "writer behind the downgrade")
 	if rctx.Err() != nil {
 		t.Fatalf("downgrade's hold: %v", context.Cause(rctx))
@@ -589,8 +589,8 @@ func TestReviewRWDowngradeThenUnlockPastSignalWaiter(t *testing.T) {
 	x := dsync.NewRWMutex(xs, path)
 	xdone := rvGo(ctx, x.LockContext)
 	awaitChildren(t, obs, path, 3)
-	awaitWatch(t, p.Path+".handoff", mustID(t, xs))
-	awaitWatch(t, p.Path, mustID(t, xs))
+	awaitWatch(t, shared, p.Path+".handoff", sessionID(t, xs))
+	awaitWatch(t, shared, p.Path, sessionID(t, xs))
 	w0.Unlock()
 	held := rvHeld(t, w1done, "second writer")
 	if _, err := w1.RLockContext(held); err != nil {
@@ -601,7 +601,7 @@ func TestReviewRWDowngradeThenUnlockPastSignalWaiter(t *testing.T) {
 	if !down.Reader {
 		t.Fatalf("queue %v; want the downgrade's read node first", kinds(rwParticipants(t, w1)))
 	}
-	awaitWatch(t, down.Path, mustID(t, xs))
+	awaitWatch(t, shared, down.Path, sessionID(t, xs))
 	rvWaits(t, xdone, "third writer while the downgrade's read hold is held")
 	w1.RUnlock()
 	rvHeld(t, xdone, "third writer")
@@ -655,7 +655,7 @@ func TestReviewRWDowngradePastCuratorWaiters(t *testing.T) {
 	}
 	awaitChildren(t, obs, path, 2)
 	down := rwParticipants(t, rw)[0]
-	awaitWatch(t, down.Path, jw.Session) // Curator's writer listed again and follows the read node
+	awaitWatch(t, shared, down.Path, jw.Session) // Curator's writer listed again and follows the read node
 	select {
 	case <-javaW.Acquired():
 		t.Fatal("Curator writer got in while the downgrade's read hold is held")
@@ -693,19 +693,19 @@ func TestReviewRWDowngradeRUnlockFirst(t *testing.T) {
 	x := dsync.NewRWMutex(xs, path)
 	xdone := rvGo(ctx, x.LockContext)
 	awaitChildren(t, obs, path, 2)
-	awaitWatch(t, wnode.Path, mustID(t, xs))
+	awaitWatch(t, shared, wnode.Path, sessionID(t, xs))
 	if _, err := rw.RLockContext(wctx); err != nil {
 		t.Fatal(err)
 	}
 	down := rwParticipants(t, rw)[1]
-	awaitWatch(t, down.Path, mustID(t, xs))
+	awaitWatch(t, shared, down.Path, sessionID(t, xs))
 	rs := dial(t, []string{shared.Addr()})
 	r := dsync.NewRWMutex(rs, path)
 	rdone := rvGo(ctx, r.RLockContext)
 	awaitChildren(t, obs, path, 4)
 	rw.RUnlock()
 	awaitChildren(t, obs, path, 3)
-	awaitWatch(t, wnode.Path, mustID(t, xs))
+	awaitWatch(t, shared, wnode.Path, sessionID(t, xs))
 	rvWaits(t, xdone, "writer while the write hold is held")
 	rvWaits(t, rdone, "reader behind a waiting writer")
 	rw.Unlock()
@@ -751,8 +751,8 @@ func TestReviewRWWriterOvertakesCurator55Downgrade(t *testing.T) {
 	x := dsync.NewRWMutex(xs, path)
 	xdone := rvGo(ctx, x.LockContext)
 	awaitChildren(t, obs, path, 2)
-	xid := mustID(t, xs)
-	awaitWatch(t, wnode, xid)
+	xid := sessionID(t, xs)
+	awaitWatch(t, shared, wnode, xid)
 	// Curator 5.5's write owner takes its read lock, then releases the write lock.
 	rnode, err := cur.Create(path+"/_c_"+v4b+"-__READ__"+seq, []byte("curator"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
 	if err != nil {
@@ -763,7 +763,7 @@ func TestReviewRWWriterOvertakesCurator55Downgrade(t *testing.T) {
 	}
 	// The dsync writer lists again and follows the read node (had it taken
 	// the lock instead, it would never watch it).
-	awaitWatch(t, rnode, xid)
+	awaitWatch(t, shared, rnode, xid)
 	select {
 	case r := <-xdone:
 		if r.err == nil {

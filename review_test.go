@@ -42,8 +42,8 @@ func TestReviewClaimAcrossReconnect(t *testing.T) {
 		kids := orderedNames(awaitChildren(t, obs, path, 2))
 		prev, own := path+"/"+kids[0], path+"/"+kids[1]
 		id := mustSessionOf(t, obs, own)
-		awaitWatch(t, prev, id)
-		awaitWatch(t, own, id)
+		awaitWatch(t, shared, prev, id)
+		awaitWatch(t, shared, own, id)
 		// The replies that set those watches are read: a later request on
 		// the same connection is answered after them.
 		hw, err := sw.Current(ctx)
@@ -102,7 +102,7 @@ func TestReviewAbandonedSignalWatchLeaks(t *testing.T) {
 	}()
 	kids := orderedNames(awaitChildren(t, obs, path, 2))
 	w2node := path + "/" + kids[1]
-	awaitWatch(t, path+"/"+kids[0], mustSessionOf(t, obs, w2node))
+	awaitWatch(t, shared, path+"/"+kids[0], mustSessionOf(t, obs, w2node))
 
 	p.SetDelay(300 * time.Millisecond) // replies to W3 come late
 	ctx3, cancel3 := context.WithCancel(context.Background())
@@ -113,7 +113,7 @@ func TestReviewAbandonedSignalWatchLeaks(t *testing.T) {
 	}()
 	kids = orderedNames(awaitChildren(t, obs, path, 3))
 	id3 := mustSessionOf(t, obs, path+"/"+kids[2])
-	awaitWatch(t, w2node+".handoff", id3) // set on the server; its reply is on its way
+	awaitWatch(t, shared, w2node+".handoff", id3) // set on the server; its reply is on its way
 	cancel3()
 	if err := <-w3done; err == nil {
 		t.Fatal("W3 acquired")

@@ -117,7 +117,7 @@ func Revoke(ctx context.Context, sess *zkconn.Session, node string) error {
 		if err != nil {
 			return unknown(err)
 		}
-		data, st, _, err := readNode(ctx, h, node, false)
+		data, st, err := readNode(ctx, h, node)
 		switch {
 		case errors.Is(err, errNodeGone):
 			return unknown(noNode) // after a write of ours, it may have been seen

@@ -139,7 +139,7 @@ func TestRevokeWhileWaiting(t *testing.T) {
 	got := lockAsync(b)
 	kids := orderedNames(awaitChildren(t, obs, path, 2))
 	bNode := path + "/" + kids[1]
-	awaitWatch(t, bNode, mustSessionOf(t, obs, bNode))
+	awaitWatch(t, shared, bNode, mustSessionOf(t, obs, bNode))
 
 	if err := dsync.Revoke(context.Background(), dial(t, []string{shared.Addr()}), bNode); err != nil {
 		t.Fatalf("Revoke(waiting node) = %v", err)

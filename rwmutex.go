@@ -232,7 +232,7 @@ func (rw *RWMutex) downgrade(ctx context.Context, wh *hold) (context.Context, er
 	for {
 		// The write node's data goes back as it is, so that a revocation
 		// request written into it stays there.
-		data, st, _, err := readNode(ctx, wh.h, wh.node, false)
+		data, st, err := readNode(ctx, wh.h, wh.node)
 		if err == nil {
 			err = wh.h.CreateTouching(ctx, node, rw.r.data, wh.node, data, st.Version)
 		}

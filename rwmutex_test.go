@@ -250,7 +250,7 @@ func TestRWMutexDowngrade(t *testing.T) {
 	}()
 	awaitChildren(t, obs, path, 2)
 	waiter := rwParticipants(t, rw)[1]
-	awaitWatch(t, wnode.Path, waiter.Session)
+	awaitWatch(t, shared, wnode.Path, waiter.Session)
 	rctx, err := rw.RLockContext(wctx)
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestRWMutexDowngrade(t *testing.T) {
 		t.Fatalf("after Unlock: write hold %v, read hold %v; want ended, live", wctx.Err(), rctx.Err())
 	}
 	// The waiting writer lists again and follows the read node.
-	awaitWatch(t, down.Path, waiter.Session)
+	awaitWatch(t, shared, down.Path, waiter.Session)
 	select {
 	case err := <-wdone:
 		t.Fatalf("writer got in while the downgrade's read hold was live: %v", err)
@@ -318,7 +318,7 @@ func TestRWMutexDowngradeBeforeWatch(t *testing.T) {
 			if unlock {
 				rw.Unlock()
 			}
-			awaitWatch(t, down.Path, waiter.Session)
+			awaitWatch(t, shared, down.Path, waiter.Session)
 			select {
 			case err := <-wdone:
 				t.Fatalf("writer got in while the downgrade's read hold was live: %v", err)

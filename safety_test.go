@@ -44,7 +44,7 @@ func TestWaiterWhoseNodeWasDeletedDoesNotClaim(t *testing.T) {
 	enter("V", v)
 	kids := awaitChildren(t, obs, path, 2)
 	vNode := orderedNames(kids)[1]
-	awaitWatch(t, path+"/"+orderedNames(kids)[0], mustSessionOf(t, obs, path+"/"+vNode))
+	awaitWatch(t, shared, path+"/"+orderedNames(kids)[0], mustSessionOf(t, obs, path+"/"+vNode))
 	if err := obs.Delete(path+"/"+vNode, -1); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestWaiterWhoseNodeWasDeletedDoesNotClaim(t *testing.T) {
 	// The other is waiting behind the holder: its node is there and
 	// watches the holder's.
 	kids = orderedNames(awaitChildren(t, obs, path, 2))
-	awaitWatch(t, path+"/"+kids[0], mustSessionOf(t, obs, path+"/"+kids[1]))
+	awaitWatch(t, shared, path+"/"+kids[0], mustSessionOf(t, obs, path+"/"+kids[1]))
 	select {
 	case second := <-acquired:
 		t.Fatalf("%s and %s both hold", first, second)

@@ -867,7 +867,7 @@ func TestValueWatchOneWatch(t *testing.T) {
 	if n := clientWatches(t, conn, path); n != 1 {
 		t.Errorf("after the loops ended, go-zookeeper holds %d watches on the node; want 1", n)
 	}
-	if ids := watches(t)[path]; len(ids) != 1 || ids[0] != conn.SessionID() {
+	if ids := watches(t, shared)[path]; len(ids) != 1 || ids[0] != conn.SessionID() {
 		t.Errorf("the server has watches on the node of sessions %x; want one of %x", ids, conn.SessionID())
 	}
 }

@@ -68,7 +68,7 @@ func TestWeightedCountOneWatch(t *testing.T) {
 		if n := clientWatches(t, conn, maxPath); n != 1 {
 			t.Errorf("%s: go-zookeeper holds %d watches on the count; want 1", when, n)
 		}
-		if ids := watches(t)[maxPath]; len(ids) != 1 || ids[0] != conn.SessionID() {
+		if ids := watches(t, shared)[maxPath]; len(ids) != 1 || ids[0] != conn.SessionID() {
 			t.Errorf("%s: the server has watches on the count of sessions %x; want one of %x", when, ids, conn.SessionID())
 		}
 	}

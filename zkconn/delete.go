@@ -46,14 +46,14 @@ func (h Handle) Delete(path string, fire ...string) <-chan struct{} {
 // come after it for sure (the next acquisition of the same lock) waits for
 // it.
 func (h Handle) Release(path string, fire ...string) (sent, settled <-chan struct{}) {
-	link := h.Refresh().link
+	link := h.Refresh().link.done()
 	sent, settled = h.send(path, fire)
 	t := time.NewTimer(releaseWait)
 	defer t.Stop()
 	select {
 	case <-sent:
 	case <-link:
-	case <-h.gen.lost:
+	case <-h.gen.lost.done():
 	case <-t.C:
 	}
 	return sent, settled

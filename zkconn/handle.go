@@ -19,7 +19,7 @@ import (
 type Handle struct {
 	s    *Session
 	gen  *generation
-	link chan struct{}
+	link latch
 }
 
 // Session returns the Session h belongs to.
@@ -36,13 +36,21 @@ func (h Handle) Conn() *zk.Conn { return h.gen.c.conn }
 // Lost returns a channel that is closed when h's ZooKeeper session is lost
 // (expired, given up after the session timeout, or the Session closed). It is
 // never closed otherwise, and is owned by the Session.
-func (h Handle) Lost() <-chan struct{} { return h.gen.lost }
+func (h Handle) Lost() <-chan struct{} { return h.gen.lost.done() }
 
 // Suspended returns a channel that is closed when the connection that was up
 // when h was made drops (or h's session is lost). From then on, until the
 // connection is back, nothing proves that h's ephemeral nodes still exist.
 // It is owned by the Session.
-func (h Handle) Suspended() <-chan struct{} { return h.link }
+func (h Handle) Suspended() <-chan struct{} { return h.link.done() }
+
+// AfterLost runs f on a goroutine of its own once Lost closes (at once if
+// it has), unless stop is called first; stop reports whether it stopped f.
+// Until then nothing runs: no goroutine waits for the loss.
+func (h Handle) AfterLost(f func()) (stop func() bool) { return h.gen.lost.after(f) }
+
+// AfterSuspended is AfterLost for Suspended.
+func (h Handle) AfterSuspended(f func()) (stop func() bool) { return h.link.after(f) }
 
 // Refresh returns h with Suspended tracking the connection that is up now:
 // a holder that waited through a suspension and a reconnect of the same
@@ -55,7 +63,7 @@ func (h Handle) Refresh() Handle {
 	if s.gen == h.gen && s.state.connected() {
 		h.link = s.link
 	} else {
-		h.link = closedChan()
+		h.link = closedLatch
 	}
 	return h
 }
@@ -64,7 +72,7 @@ func (h Handle) Refresh() Handle {
 // wrapping ErrSessionLost or ErrClosed.
 func (h Handle) Err() error {
 	select {
-	case <-h.gen.lost:
+	case <-h.gen.lost.done():
 		return h.gen.cause
 	default:
 		return nil
@@ -74,7 +82,7 @@ func (h Handle) Err() error {
 // ready blocks until h's session has a connection up, and returns the
 // channel that closes when that connection drops. On failure it returns
 // ctx.Err() or h.Err().
-func (h Handle) ready(ctx context.Context) (chan struct{}, error) {
+func (h Handle) ready(ctx context.Context) (<-chan struct{}, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -86,7 +94,7 @@ func (h Handle) ready(ctx context.Context) (chan struct{}, error) {
 			return nil, err
 		}
 		if s.state.connected() {
-			link := s.link
+			link := s.link.done()
 			s.mu.Unlock()
 			return link, nil
 		}
@@ -95,7 +103,7 @@ func (h Handle) ready(ctx context.Context) (chan struct{}, error) {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-		case <-h.gen.lost:
+		case <-h.gen.lost.done():
 		}
 	}
 }
@@ -125,7 +133,7 @@ func (h Handle) Do(ctx context.Context, op func(*zk.Conn) error) error {
 		case <-link:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-h.gen.lost:
+		case <-h.gen.lost.done():
 			return h.gen.cause
 		}
 	}
@@ -196,7 +204,7 @@ func (h Handle) callOr(ctx context.Context, op func(*zk.Conn) error, abandoned f
 		return err
 	case <-ctx.Done():
 		early = ctx.Err()
-	case <-h.gen.lost:
+	case <-h.gen.lost.done():
 		early = h.gen.cause
 	}
 	if state.CompareAndSwap(pending, left) {
@@ -222,7 +230,7 @@ func (h Handle) Wait(ctx context.Context, watch <-chan zk.Event) (zk.Event, erro
 		return ev, nil
 	case <-ctx.Done():
 		return zk.Event{}, ctx.Err()
-	case <-h.gen.lost:
+	case <-h.gen.lost.done():
 		return zk.Event{}, h.gen.cause
 	}
 }

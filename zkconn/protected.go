@@ -185,7 +185,7 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 		select {
 		case <-link:
 		case <-ctx.Done():
-		case <-h.gen.lost:
+		case <-h.gen.lost.done():
 		}
 		p, err = h.recoverProtected(ctx, parent, prefix)
 		if err != nil {
@@ -320,7 +320,7 @@ func (h Handle) CreateTouching(ctx context.Context, path string, data []byte, to
 		select {
 		case <-link:
 		case <-ctx.Done():
-		case <-h.gen.lost:
+		case <-h.gen.lost.done():
 		}
 		var st *zk.Stat
 		var there bool

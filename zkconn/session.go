@@ -37,7 +37,7 @@ type Session struct {
 	closed   bool
 	cur      *client       // the zk.Conn in use
 	gen      *generation   // the live ZooKeeper session; nil while none
-	link     chan struct{} // closed when the current connection drops
+	link     latch         // closes when the current connection drops
 	changed  chan struct{} // closed and replaced at every transition
 	expireAt time.Time     // when a suspended session is given up
 	subs     map[*Subscription]struct{}
@@ -48,16 +48,17 @@ type client struct {
 	conn       *zk.Conn
 	wire       *wire
 	connector  *connector
-	authed     bool // WithDigestAuth credentials accepted (or none set)
-	hasSession bool // the conn's last session event was HasSession
+	watches    watchSet // the Watches set through this conn
+	authed     bool     // WithDigestAuth credentials accepted (or none set)
+	hasSession bool     // the conn's last session event was HasSession
 }
 
 // generation is one ZooKeeper session.
 type generation struct {
 	id    int64
 	c     *client
-	lost  chan struct{} // closed when the session is lost or the Session closed
-	cause error         // why lost was closed; set before closing it
+	lost  latch // closes when the session is lost or the Session closed
+	cause error // why lost was closed; set before closing it
 }
 
 // Dial connects to the ZooKeeper ensemble at servers ("host:port") and
@@ -86,7 +87,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		cfg:     cfg,
 		closing: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
-		link:    closedChan(),
+		link:    closedLatch,
 		changed: make(chan struct{}),
 		subs:    make(map[*Subscription]struct{}),
 	}
@@ -115,12 +116,6 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
 	}
 	return s, nil
-}
-
-func closedChan() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
 }
 
 // resolve looks up the host names in servers ("host:port"), and returns the
@@ -185,9 +180,10 @@ func (c *client) close() {
 }
 
 // onEvent runs on go-zookeeper's goroutine for every event of c and must not
-// block: it only updates state under s.mu.
+// block: it fires c's Watches, or updates state under s.mu.
 func (s *Session) onEvent(c *client, ev zk.Event) {
 	if ev.Type != zk.EventSession {
+		c.watches.fire(ev)
 		return
 	}
 	s.mu.Lock()
@@ -220,13 +216,13 @@ func (s *Session) upLocked(c *client) {
 	if s.gen != nil && (s.gen.c != c || s.gen.id != id) {
 		s.loseLocked(fmt.Errorf("%w: replaced by session %#x", ErrSessionLost, id))
 	}
-	s.link = make(chan struct{})
+	s.link = newLatch()
 	s.expireAt = time.Time{}
 	if s.gen != nil {
 		s.setStateLocked(StateReconnected, 0)
 		return
 	}
-	s.gen = &generation{id: id, c: c, lost: make(chan struct{})}
+	s.gen = &generation{id: id, c: c, lost: newLatch()}
 	s.setStateLocked(StateConnected, 0)
 }
 
@@ -234,7 +230,7 @@ func (s *Session) suspendLocked() {
 	if !s.state.connected() {
 		return
 	}
-	close(s.link)
+	s.link.close()
 	s.expireAt = s.cur.wire.aliveUntil()
 	if s.expireAt.IsZero() {
 		s.expireAt = time.Now().Add(s.cfg.sessionTimeout)
@@ -255,12 +251,8 @@ func (s *Session) loseLocked(cause error) {
 	}
 	s.gen = nil
 	g.cause = cause
-	close(g.lost)
-	select {
-	case <-s.link:
-	default:
-		close(s.link)
-	}
+	g.lost.close()
+	s.link.close()
 	if !s.closed {
 		s.setStateLocked(StateLost, g.id)
 	}

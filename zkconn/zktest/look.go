@@ -2,6 +2,7 @@ package zktest
 
 import (
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -10,10 +11,15 @@ import (
 
 // Observer returns a plain go-zookeeper connection to addrs, for a test to
 // look at what the code under test left in ZooKeeper. It is closed when the
-// test ends; go-zookeeper's informational logging is off.
+// test ends; go-zookeeper's informational logging is off. Under the race
+// detector its first replies wait (see heldConn).
 func Observer(t testing.TB, addrs ...string) *zk.Conn {
 	t.Helper()
-	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false))
+	dial := zk.Dialer(net.DialTimeout)
+	if raceEnabled {
+		dial = dialHeld
+	}
+	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithDialer(dial))
 	if err != nil {
 		t.Fatal(err)
 	}

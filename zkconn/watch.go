@@ -1,0 +1,155 @@
+package zkconn
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A Watch is a getData watch on one node, set by Handle.GetW. It fires
+// once: when the node is written to or deleted, or when the connection
+// stops watching (the session ended: zk.EventNotWatching).
+//
+// Its event goes to C, or, once Notify is called, to a function instead,
+// which runs on the goroutine that reads the session's events: a Watch
+// waited on that way costs no goroutine.
+//
+// A Watch is registered before its request goes out, so no event for it
+// can pass unseen; ZooKeeper sends a session's events in order, and a
+// Watch's event reaches C before any later event of the session reaches
+// go-zookeeper's watch channels. It may fire on the event of an earlier
+// watch the session set on the node: a write or a deletion all the same.
+type Watch struct {
+	set  *watchSet
+	path string
+	c    chan zk.Event // capacity 1: the event, until received
+
+	mu     sync.Mutex
+	notify func(zk.Event)
+	done   bool // fired or stopped
+}
+
+// C returns the channel that receives w's event, unless Notify takes it.
+// A nil Watch's channel is nil.
+func (w *Watch) C() <-chan zk.Event {
+	if w == nil {
+		return nil
+	}
+	return w.c
+}
+
+// Notify hands w's event to f rather than to C: at once, on the caller's
+// goroutine, if w fired and its event was not received; else when w fires,
+// on the goroutine that reads the session's events, which f must not block
+// (nor call w.Stop). After Stop it does nothing. Call it once at most.
+func (w *Watch) Notify(f func(zk.Event)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case ev := <-w.c:
+		f(ev)
+	default:
+		if !w.done {
+			w.notify = f
+		}
+	}
+}
+
+// Stop stops w: once it returns, w's event goes nowhere (C has none, if it
+// had one), and a function given to Notify is not running and will not be
+// called. It may be called more than once; on a nil Watch it does nothing.
+func (w *Watch) Stop() {
+	if w == nil {
+		return
+	}
+	w.set.remove(w)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	w.notify = nil
+	select {
+	case <-w.c: // fired, not received: it goes nowhere now
+	default:
+	}
+}
+
+func (w *Watch) fire(ev zk.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.done:
+	case w.notify != nil:
+		w.notify(ev)
+	default:
+		w.c <- ev
+	}
+	w.done = true
+}
+
+// A watchSet is the Watches of one *zk.Conn, by path.
+type watchSet struct {
+	mu sync.Mutex
+	m  map[string][]*Watch
+}
+
+func (s *watchSet) add(path string) *Watch {
+	w := &Watch{set: s, path: path, c: make(chan zk.Event, 1)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[string][]*Watch)
+	}
+	s.m[path] = append(s.m[path], w)
+	return w
+}
+
+func (s *watchSet) remove(w *Watch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := slices.DeleteFunc(s.m[w.path], func(x *Watch) bool { return x == w })
+	if len(ws) == 0 {
+		delete(s.m, w.path)
+	} else {
+		s.m[w.path] = ws
+	}
+}
+
+// fire fires the Watches on ev's path if ev is one a getData watch gets.
+// It runs on go-zookeeper's goroutine, before go-zookeeper hands ev to its
+// own watch channels.
+func (s *watchSet) fire(ev zk.Event) {
+	switch ev.Type {
+	case zk.EventNodeDataChanged, zk.EventNodeDeleted, zk.EventNotWatching:
+	default:
+		return
+	}
+	s.mu.Lock()
+	ws := s.m[ev.Path]
+	delete(s.m, ev.Path)
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.fire(ev)
+	}
+}
+
+// GetW reads path's data and stat as Do does, setting a Watch on it. On
+// error it returns no Watch (a request still in flight may set a watch on
+// the server: its event then goes nowhere).
+func (h Handle) GetW(ctx context.Context, path string) ([]byte, *zk.Stat, *Watch, error) {
+	w := h.gen.c.watches.add(path)
+	var (
+		data []byte
+		st   *zk.Stat
+	)
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		data, st, _, err = c.GetW(path)
+		return err
+	})
+	if err != nil {
+		w.Stop()
+		return nil, nil, nil, err // the request may still be out: leave its results alone
+	}
+	return data, st, w, nil
+}

@@ -1,0 +1,173 @@
+package zkconn
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// TestWatch: a Watch fires once, on a write or a deletion of its node, to C
+// or to the function Notify gave it (at once if it fired before); after
+// Stop nothing is delivered; every Watch leaves the session's set once it
+// fired or stopped; closing the session fires what is left with
+// EventNotWatching.
+func TestWatch(t *testing.T) {
+	s := dial(t, []string{shared.Addr()})
+	h := current(t, s)
+	other := current(t, dial(t, []string{shared.Addr()})).Conn()
+	ctx := context.Background()
+	root := testRoot(t)
+	node := func() string {
+		t.Helper()
+		p, err := h.CreateProtected(ctx, root, "n-", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	watch := func(p string) *Watch {
+		t.Helper()
+		_, _, w, err := h.GetW(ctx, p)
+		if err != nil {
+			t.Fatalf("GetW(%s) = %v", p, err)
+		}
+		return w
+	}
+	// synced returns once every event the server sent h's session before
+	// now has been dispatched: events come before the replies that follow.
+	synced := func() {
+		t.Helper()
+		if _, _, err := h.Conn().Exists(root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	received := func(w *Watch) (zk.Event, bool) {
+		select {
+		case ev := <-w.C():
+			return ev, true
+		default:
+			return zk.Event{}, false
+		}
+	}
+	notified := func() (func(zk.Event), <-chan zk.Event) {
+		ch := make(chan zk.Event, 2)
+		return func(ev zk.Event) { ch <- ev }, ch
+	}
+
+	// To C: a write, then (watched again) a deletion; one event each.
+	p := node()
+	w := watch(p)
+	if _, err := other.Set(p, []byte("x"), -1); err != nil {
+		t.Fatal(err)
+	}
+	synced()
+	if ev, ok := received(w); !ok || ev.Type != zk.EventNodeDataChanged || ev.Path != p {
+		t.Fatalf("after a write: %+v, %v; want EventNodeDataChanged on %s", ev, ok, p)
+	}
+	w = watch(p)
+	if err := other.Delete(p, -1); err != nil {
+		t.Fatal(err)
+	}
+	synced()
+	if ev, ok := received(w); !ok || ev.Type != zk.EventNodeDeleted {
+		t.Fatalf("after a deletion: %+v, %v; want EventNodeDeleted", ev, ok)
+	}
+
+	// Notify after the event: f runs at once, on this goroutine.
+	p = node()
+	w = watch(p)
+	if _, err := other.Set(p, []byte("x"), -1); err != nil {
+		t.Fatal(err)
+	}
+	synced()
+	f, got := notified()
+	w.Notify(f)
+	if len(got) != 1 {
+		t.Fatalf("Notify after the event made %d calls before it returned; want 1", len(got))
+	}
+	if ev := <-got; ev.Type != zk.EventNodeDataChanged {
+		t.Fatalf("Notify after the event: %v; want EventNodeDataChanged", ev.Type)
+	}
+
+	// Notify before the event: f gets it, C does not.
+	w = watch(p)
+	f, got = notified()
+	w.Notify(f)
+	if err := other.Delete(p, -1); err != nil {
+		t.Fatal(err)
+	}
+	synced()
+	if len(got) != 1 {
+		t.Fatalf("Notify before the event: %d calls; want 1", len(got))
+	}
+	if ev := <-got; ev.Type != zk.EventNodeDeleted {
+		t.Fatalf("Notify before the event: %v; want EventNodeDeleted", ev.Type)
+	}
+	if ev, ok := received(w); ok {
+		t.Fatalf("C received %v from a notified Watch", ev.Type)
+	}
+
+	// Stopped: nothing anywhere.
+	p = node()
+	w = watch(p)
+	f, got = notified()
+	w.Notify(f)
+	w.Stop()
+	if _, err := other.Set(p, []byte("x"), -1); err != nil {
+		t.Fatal(err)
+	}
+	synced()
+	if len(got) != 0 {
+		t.Fatalf("a stopped Watch called its function: %v", (<-got).Type)
+	}
+
+	// A failed GetW leaves no Watch.
+	if _, _, w, err := h.GetW(ctx, root+"/none"); err == nil || w != nil {
+		t.Fatalf("GetW(no node) = %v, %v; want an error and no Watch", w, err)
+	}
+
+	// Two Watches on one node: one event fires both, and the set is empty.
+	a, b := watch(p), watch(p)
+	if err := other.Delete(p, -1); err != nil {
+		t.Fatal(err)
+	}
+	synced()
+	for _, w := range []*Watch{a, b} {
+		if ev, ok := received(w); !ok || ev.Type != zk.EventNodeDeleted {
+			t.Fatalf("one of two Watches: %+v, %v; want EventNodeDeleted", ev, ok)
+		}
+	}
+	if n := watchCount(h); n != 0 {
+		t.Fatalf("%d Watches left in the set; want 0", n)
+	}
+
+	// Closing the Session ends what is left (on a node that outlives it).
+	p, err := other.Create(root+"/persistent-", nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = watch(p)
+	s.Close()
+	select {
+	case ev := <-w.C():
+		if ev.Type != zk.EventNotWatching {
+			t.Fatalf("on Close: %v; want EventNotWatching", ev.Type)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("on Close: no event within 10s")
+	}
+}
+
+// watchCount returns how many Watches h's connection holds.
+func watchCount(h Handle) int {
+	set := &h.gen.c.watches
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	n := 0
+	for _, ws := range set.m {
+		n += len(ws)
+	}
+	return n
+}
