@@ -165,7 +165,8 @@ func (hd *hold) follow(w *zkconn.Watch) {
 func (hd *hold) changed(ev zk.Event) {
 	switch ev.Type {
 	case zk.EventNodeDeleted:
-		hd.cancel(fmt.Errorf("%w: node %s deleted", ErrLockLost, hd.node))
+		// Closing the Session deletes its nodes: then that is the cause.
+		hd.cancel(hd.lostBy(cmp.Or(hd.h.Err(), errNodeGone)))
 		return
 	case zk.EventNotWatching:
 		hd.cancel(fmt.Errorf("%w: %w", ErrLockLost, cmp.Or(hd.h.Err(), ev.Err)))
