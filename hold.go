@@ -131,8 +131,7 @@ func (q *queue) take(ctx context.Context, owner any, wait bool, cfg holdConfig, 
 		if hd.ctx.Err() == nil {
 			return hd, nil
 		}
-		_, settled := hd.end()
-		*undoing = append(*undoing, settled)
+		*undoing = append(*undoing, hd.abandon())
 	}
 }
 
@@ -297,6 +296,22 @@ func Token(held context.Context) int64 {
 // rule). The returned channels close when the delete has gone out, and when
 // it is settled.
 func (hd *hold) end() (sent, settled <-chan struct{}) {
+	hd.stop()
+	return hd.h.Release(hd.node, hd.fire...)
+}
+
+// abandon is end for a hold never handed out: nothing has to come after its
+// delete, so it does not wait for it to go out (zkconn.Handle.Delete). The
+// returned channel closes when the delete is settled.
+func (hd *hold) abandon() (settled <-chan struct{}) {
+	hd.stop()
+	_, settled = hd.h.Delete(hd.node, hd.fire...)
+	return settled
+}
+
+// stop cancels the hold context (with context.Canceled, unless it was lost
+// first) and stops watching the node.
+func (hd *hold) stop() {
 	hd.cancel(context.Canceled)
 	hd.mu.Lock()
 	hd.ended = true
@@ -309,5 +324,4 @@ func (hd *hold) end() (sent, settled <-chan struct{}) {
 		own.Stop()
 	}
 	hd.rewatch.Wait()
-	return hd.h.Release(hd.node, hd.fire...)
 }

@@ -232,7 +232,7 @@ type entry struct {
 }
 
 // remove deletes e's node, sending e.fire (see zkconn.Handle.Delete).
-func (e entry) remove() <-chan struct{} { return e.h.Delete(e.node, e.fire...) }
+func (e entry) remove() (sent, settled <-chan struct{}) { return e.h.Delete(e.node, e.fire...) }
 
 // errNodeGone means our node was deleted while we waited.
 var errNodeGone = errors.New("dsync: node deleted while waiting")
@@ -256,7 +256,8 @@ func (q *queue) acquire(ctx context.Context, wait, track bool, undoing *[]<-chan
 			return e, nil
 		}
 		if e.node != "" {
-			*undoing = append(*undoing, e.remove())
+			_, settled := e.remove()
+			*undoing = append(*undoing, settled)
 		}
 		if ctx.Err() != nil {
 			return entry{}, ctx.Err()

@@ -257,7 +257,7 @@ func (rw *RWMutex) downgrade(ctx context.Context, wh *hold) (context.Context, er
 	if hd.ctx.Err() != nil {
 		// Born lost (the connection dropped, or ctx ended as it read the
 		// node): give it back.
-		hd.end()
+		hd.abandon()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

@@ -130,7 +130,9 @@ func (w *Weighted) Acquire(ctx context.Context, n int64) error {
 
 // TryAcquire acquires n leases without waiting for other holders, and
 // reports whether it did. It does talk to ZooKeeper (bounded by the session
-// timeout), and reports false if that fails.
+// timeout), and reports false if that fails. Leases this Session released
+// whose deletes have not landed yet (sent again after a reconnect, say) are
+// waited for, within that bound, rather than counted.
 func (w *Weighted) TryAcquire(n int64) bool {
 	if w.err != nil {
 		return false
@@ -160,7 +162,10 @@ func (w *Weighted) keep(ls []*Lease) {
 
 // Release releases n leases taken by Acquire or TryAcquire (any n of them:
 // they are interchangeable). Releasing more than are held panics, as in
-// x/sync.
+// x/sync. Like Mutex.Unlock it never waits for the network: a later
+// acquisition through the same Session is applied after its deletes, and a
+// TryAcquire waits for those still under way (sent again after a reconnect)
+// rather than fail on them.
 func (w *Weighted) Release(n int64) {
 	w.mu.Lock()
 	if n < 0 || n > int64(len(w.held)) {
@@ -271,16 +276,19 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 		var nodes []string
 		nodes, err = w.grant(ctx, lk.h, lk.node, n, wait)
 		var ls []*Lease
-		w.undoing = append(w.undoing, lk.remove()) // the internal lock
+		// The internal lock goes at once, before the leases are handed out,
+		// without waiting for the network: the next acquisition through the
+		// gate waits only for its delete to go out, and is applied after it
+		// (see gate).
+		sent, _ := lk.remove()
+		w.undoing = append(w.undoing, sent)
 		if err == nil {
 			ls, err = w.start(ctx, lk.h, nodes, track)
 		}
 		if err == nil && lost(ls) {
 			// Lost before they were handed out (the connection dropped
 			// meanwhile): give them back and start again.
-			for _, l := range ls {
-				l.Release()
-			}
+			w.abandon(ls)
 			err = errNodeGone
 		}
 		if err == nil {
@@ -297,7 +305,9 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 
 // grant creates n lease nodes in h's session, kin of lock (the caller's
 // internal lock node: see Participants), and waits until the leases fit under
-// the maximum (a shared maximum below n, until it grows). The caller holds
+// the maximum (a shared maximum below n, until it grows). Without wait it
+// fails with ErrWouldBlock instead, unless what is in the way is only leases
+// this session is deleting: it waits for those once. The caller holds
 // the internal lock, so nobody else adds lease nodes meanwhile: the
 // listing only shrinks. On failure it deletes the nodes it made, adding the
 // deletes to w.undoing (the caller holds the gate).
@@ -305,13 +315,24 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 	defer func() {
 		if err != nil {
 			for _, p := range nodes {
-				w.undoing = append(w.undoing, h.Delete(p))
+				_, settled := h.Delete(p)
+				w.undoing = append(w.undoing, settled)
 			}
 			nodes = nil
 		}
 	}()
 	// Create the nodes while listing the leases: one round trip. The
 	// listing may or may not include them; those it lacks are added.
+	// Listings set no watch unless the leases do not fit: most grants fit at
+	// once, and a watch set then would only fire for nothing at the next
+	// lease's coming or going. One that must wait lists again with the
+	// watch, which sees every release after it, before it waits. (If that
+	// listing finds room after all, its watch stays until the leases next
+	// change, at the latest our own release: a watch cannot be taken back.)
+	var deleting map[string]<-chan struct{}
+	if !wait {
+		deleting = h.Deleting(w.leases.path) // before the listing, which may still show them
+	}
 	made := make(chan error, 1)
 	go func() {
 		for i := int64(0); i < n; i++ {
@@ -324,11 +345,11 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 		}
 		made <- nil
 	}()
-	children, watch, lerr := listW(ctx, h, w.leases.path)
+	children, watch, lerr := list(ctx, h, w.leases.path, false)
 	if err := <-made; err != nil {
 		return nodes, err
 	}
-	first := true
+	first, watched, waitedOwn := true, false, false
 	for {
 		if lerr != nil {
 			return nodes, lerr
@@ -352,7 +373,31 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 			return nodes, nil
 		}
 		if !wait {
-			return nodes, ErrWouldBlock
+			// Leases this session released may still be listed, their
+			// deletes under way (sent again after a reconnect, say): if
+			// they alone are in the way, wait for them, once, and list
+			// again, as a TryLock does (see queue.past).
+			own := ownDeletes(w.leases.path, children, deleting, h.Deleting(w.leases.path))
+			if waitedOwn || len(own) == 0 || int64(len(children)+missing-len(own)) > max {
+				return nodes, ErrWouldBlock
+			}
+			for _, ch := range own {
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					return nodes, ctx.Err()
+				}
+			}
+			waitedOwn = true
+			children, watch, lerr = list(ctx, h, w.leases.path, false)
+			continue
+		}
+		if !watched {
+			// The first listing set no watch: list again with one,
+			// which sees every release from now on.
+			children, watch, lerr = list(ctx, h, w.leases.path, true)
+			watched = true
+			continue
 		}
 		select {
 		case <-watch:
@@ -363,7 +408,9 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 		case <-h.Lost():
 			return nodes, h.Err()
 		}
-		children, watch, lerr = listW(ctx, h, w.leases.path)
+		// A release usually makes room: list without a watch again.
+		children, watch, lerr = list(ctx, h, w.leases.path, false)
+		watched = false
 	}
 }
 
@@ -378,11 +425,10 @@ func (w *Weighted) start(ctx context.Context, h zkconn.Handle, nodes []string, t
 		if cfg.track {
 			var err error
 			if e.czxid, e.own, err = watchNode(ctx, h, p); err != nil {
-				for _, l := range ls {
-					l.Release()
-				}
+				w.abandon(ls)
 				for _, q := range nodes[i:] {
-					w.undoing = append(w.undoing, h.Delete(q))
+					_, settled := h.Delete(q)
+					w.undoing = append(w.undoing, settled)
 				}
 				return nil, err
 			}
@@ -390,6 +436,14 @@ func (w *Weighted) start(ctx context.Context, h zkconn.Handle, nodes []string, t
 		ls = append(ls, &Lease{hd: newHold(ctx, w, e, cfg), data: w.leases.data, timeout: w.lock.sess.SessionTimeout()})
 	}
 	return ls, nil
+}
+
+// abandon gives back leases never handed out, adding their deletes to
+// w.undoing (the caller holds the gate).
+func (w *Weighted) abandon(ls []*Lease) {
+	for _, l := range ls {
+		w.undoing = append(w.undoing, l.hd.abandon())
+	}
 }
 
 // lost reports whether any of ls has ended already.
@@ -414,13 +468,17 @@ func (w *Weighted) limit(ctx context.Context, h zkconn.Handle) (int64, <-chan zk
 	return int64(v.Value), watch, err
 }
 
-// listW lists path's children with a watch; a missing path has none (and
-// no watch: the caller's own create will make it).
-func listW(ctx context.Context, h zkconn.Handle, path string) ([]string, <-chan zk.Event, error) {
+// list lists path's children, with a watch if watch is set; a missing path
+// has none (and no watch: the caller's own create will make it).
+func list(ctx context.Context, h zkconn.Handle, path string, watch bool) ([]string, <-chan zk.Event, error) {
 	var children []string
-	var watch <-chan zk.Event
+	var ch <-chan zk.Event
 	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		children, _, watch, err = c.ChildrenW(path)
+		if watch {
+			children, _, ch, err = c.ChildrenW(path)
+		} else {
+			children, _, err = c.Children(path)
+		}
 		return err
 	})
 	switch {
@@ -429,7 +487,23 @@ func listW(ctx context.Context, h zkconn.Handle, path string) ([]string, <-chan 
 	case err != nil:
 		return nil, nil, err
 	}
-	return children, watch, nil
+	return children, ch, nil
+}
+
+// ownDeletes returns, for each of parent's children being deleted by this
+// session according to one of deleting (zkconn.Handle.Deleting), the
+// channel that closes when its delete is settled.
+func ownDeletes(parent string, children []string, deleting ...map[string]<-chan struct{}) []<-chan struct{} {
+	var own []<-chan struct{}
+	for _, c := range children {
+		for _, d := range deleting {
+			if ch := d[parent+"/"+c]; ch != nil {
+				own = append(own, ch)
+				break
+			}
+		}
+	}
+	return own
 }
 
 func contains(list []string, s string) bool {

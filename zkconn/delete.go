@@ -21,13 +21,14 @@ import (
 // it fire (zk.EventNodeCreated). If a signal cannot be sent (a node is
 // already there, say) the node at path is deleted without signals.
 //
-// The returned channel is closed when the delete is settled; reading it is
-// optional. Close ends the session (so the server deletes its ephemeral
+// sent closes once the delete has gone out on a connection (or settled):
+// whatever the process sends through the Session after that is applied after
+// it (see Release). settled closes when the delete is settled. Reading them
+// is optional. Close ends the session (so the server deletes its ephemeral
 // nodes) and waits for these goroutines. Errors other than a lost connection
 // (no permission, say) are logged, not retried.
-func (h Handle) Delete(path string, fire ...string) <-chan struct{} {
-	_, settled := h.send(path, fire)
-	return settled
+func (h Handle) Delete(path string, fire ...string) (sent, settled <-chan struct{}) {
+	return h.send(path, fire)
 }
 
 // Release is Delete for a release: it returns once the delete has gone out
@@ -42,12 +43,11 @@ func (h Handle) Delete(path string, fire ...string) <-chan struct{} {
 // the next one, a request made meanwhile may come first: the process then
 // waits behind its own node until the delete lands.)
 //
-// sent closes once the delete has gone out (or settled): a caller that must
-// come after it for sure (the next acquisition of the same lock) waits for
-// it.
+// sent and settled are Delete's: a caller that must come after the delete
+// for sure (the next acquisition of the same lock) waits for sent.
 func (h Handle) Release(path string, fire ...string) (sent, settled <-chan struct{}) {
 	link := h.Refresh().link.done()
-	sent, settled = h.send(path, fire)
+	sent, settled = h.Delete(path, fire...)
 	t := time.NewTimer(releaseWait)
 	defer t.Stop()
 	select {

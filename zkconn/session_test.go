@@ -280,7 +280,7 @@ func TestCreateProtected(t *testing.T) {
 	if err != nil || string(data) != "data" || st.EphemeralOwner != h.ID() {
 		t.Fatalf("Get(%s) = %q, owner %#x, %v; want data owned by %#x", p, data, st.EphemeralOwner, err, h.ID())
 	}
-	<-h.Delete(p)
+	<-settledOf(h.Delete(p))
 	if ok, _, _ := h.Conn().Exists(p); ok {
 		t.Fatalf("%s still exists after Delete", p)
 	}
@@ -347,7 +347,7 @@ func TestDeleteFires(t *testing.T) {
 
 	p := node()
 	a, b := watchSignal(p+".a"), watchSignal(p+".b")
-	<-h.Delete(p, p+".a", p+".b")
+	<-settledOf(h.Delete(p, p+".a", p+".b"))
 	for _, w := range []<-chan zk.Event{a, b} {
 		if ev, ok := fired(w); !ok || ev.Type != zk.EventNodeCreated {
 			t.Fatalf("signal watch: %v, fired %v; want EventNodeCreated", ev.Type, ok)
@@ -359,8 +359,8 @@ func TestDeleteFires(t *testing.T) {
 	// The node already gone: no signal.
 	p = node()
 	w := watchSignal(p + ".a")
-	<-h.Delete(p)
-	<-h.Delete(p, p+".a")
+	<-settledOf(h.Delete(p))
+	<-settledOf(h.Delete(p, p+".a"))
 	if ev, ok := fired(w); ok {
 		t.Fatalf("signal fired (%v) though the node was gone", ev.Type)
 	}
@@ -370,7 +370,7 @@ func TestDeleteFires(t *testing.T) {
 	if _, err := observer.Conn().Create(p+".a", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	<-h.Delete(p, p+".a")
+	<-settledOf(h.Delete(p, p+".a"))
 	gone(p)
 	if there, _, err := observer.Conn().Exists(p + ".a"); err != nil || !there {
 		t.Fatalf("Exists(%s.a) = %v, %v; want the node in the way kept", p, there, err)
@@ -392,7 +392,7 @@ func TestContainerParents(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("ExistsW(%s) = %v, %v", parent, ok, err)
 	}
-	<-h.Delete(p)
+	<-settledOf(h.Delete(p))
 	if ev, err := h.Wait(ctx, watch); err != nil || ev.Type != zk.EventNodeDeleted {
 		t.Fatalf("parent watch = %v, %v; want the empty container removed", ev.Type, err)
 	}
@@ -494,7 +494,7 @@ func TestGuaranteedDelete(t *testing.T) {
 	p.BlackHole()
 	p.Cut()
 	await(t, sub, StateSuspended, 10*time.Second)
-	done := h.Delete(node)
+	done := settledOf(h.Delete(node))
 	select {
 	case <-done:
 		t.Fatal("Delete finished while disconnected")
@@ -663,3 +663,7 @@ func TestCloseWhileReplacing(t *testing.T) {
 		}
 	}
 }
+
+// settledOf returns the second of Delete's channels: the one that closes
+// once the delete is settled.
+func settledOf(_, settled <-chan struct{}) <-chan struct{} { return settled }
