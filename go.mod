@@ -13,4 +13,4 @@ require github.com/anishathalye/porcupine v1.3.1
 
 require golang.org/x/term v0.47.0
 
-require golang.org/x/sys v0.49.0 // indirect
+require golang.org/x/sys v0.49.0

