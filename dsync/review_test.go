@@ -88,6 +88,7 @@ func TestReviewStopUnderQuarterDuringPartition(t *testing.T) {
 	awaitChildren(t, obs, path, 2)
 
 	// Partition right after a ping reply: r is the last reply.
+	before := time.Now()
 	first, ok := lastResp(t, shared.Addr(), sid)
 	if !ok {
 		t.Fatal("no cons line for the session")
@@ -97,13 +98,17 @@ func TestReviewStopUnderQuarterDuringPartition(t *testing.T) {
 		asked := time.Now()
 		now, _ := lastResp(t, shared.Addr(), sid)
 		if !now.Equal(first) { // lresp is the server's monotonic clock: note when it moves
-			// The reply came at most a poll's gap before asked, or
-			// after it, while the poll ran: on a busy machine the poll
-			// can take long, and the stop below tolerates an early r
-			// better than a late one.
-			r = asked
+			// The reply came after the previous poll read the
+			// server's table, so after that poll began: r is the
+			// earliest it can have been. On a busy machine a poll can
+			// take long, and the stop below tolerates an early r, not
+			// a late one (taking the start of this poll instead made
+			// r late by a slow poll, and dsync ended CMD before the
+			// stop).
+			r = before
 			break
 		}
+		before = asked
 		time.Sleep(2 * time.Millisecond)
 	}
 	proxy.BlackHole()
