@@ -16,92 +16,6 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// r3Setup makes path (world ACL) with path/leases refusing deletes
-// (rfNoDeleteParent), for a Weighted at path.
-func r3Setup(t *testing.T, obs *zk.Conn, path string) {
-	t.Helper()
-	if _, err := obs.Create("/dsync-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		t.Fatal(err)
-	}
-	if _, err := obs.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		kids, _, _ := obs.Children(path + "/locks")
-		for _, k := range kids {
-			obs.Delete(path+"/locks/"+k, -1)
-		}
-		obs.Delete(path+"/locks", -1)
-		obs.Delete(path, -1)
-	}) // after leases (LIFO)
-	rfNoDeleteParent(t, obs, path+"/leases")
-}
-
-// r3Live returns the proxy of p1, p2 that holds the session's connection.
-func r3Live(t *testing.T, p1, p2 *zktest.Proxy) *zktest.Proxy {
-	t.Helper()
-	for i := 0; i < 3000; i++ {
-		if p1.Conns() > 0 {
-			return p1
-		}
-		if p2.Conns() > 0 {
-			return p2
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("no connection on either proxy")
-	return nil
-}
-
-// r3Strike arms m/a on both proxies.
-func r3Strike(p1, p2 *zktest.Proxy, m zktest.Match, a zktest.Action) (struck <-chan struct{}, disarm func()) {
-	f1, f2 := p1.Strike(m, a), p2.Strike(m, a)
-	ch := make(chan struct{})
-	go func() {
-		select {
-		case <-f1.Struck():
-		case <-f2.Struck():
-		}
-		close(ch)
-	}()
-	return ch, func() {
-		f1.Disarm()
-		f2.Disarm()
-		// let the goroutine end
-		select {
-		case <-ch:
-		default:
-			go func() { <-ch }()
-		}
-	}
-}
-
-// r3Release acquires n leases on w, then releases them with their deletes
-// refused (NoAuth) and replies swallowed: the nodes stay, their deletes
-// pending in the session. It returns the released nodes' paths.
-func r3Release(t *testing.T, obs *zk.Conn, p1, p2 *zktest.Proxy, w *dsync.Weighted, leases string, n int) []string {
-	t.Helper()
-	if err := w.Acquire(context.Background(), int64(n)); err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	var struck []<-chan struct{}
-	var disarms []func()
-	for _, c := range awaitChildren(t, obs, leases, n) {
-		p := leases + "/" + c
-		paths = append(paths, p)
-		ch, disarm := r3Strike(p1, p2, zktest.Match{Op: zktest.OpDelete, Path: p}, zktest.Drop)
-		disarms = append(disarms, disarm)
-		struck = append(struck, ch)
-	}
-	w.Release(int64(n))
-	for i, ch := range struck {
-		<-ch
-		disarms[i]() // the other proxy's: the delete sent again must pass
-	}
-	return paths
-}
-
 func r3seq(name string) string { return name[strings.LastIndex(name, "lease-")+len("lease-"):] }
 
 // newNames returns the children not in old, in sequence order.
@@ -136,10 +50,10 @@ func TestReview3TryAcquireLeasesBornLostAfterOwnWait(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	leases := path + "/leases"
-	r3Setup(t, obs, path)
+	refusingLeases(t, obs, path)
 	p1, p2, s, sub := rwTwoProxies(t)
 	w := dsync.NewWeighted(s, path, 2)
-	old := base(r3Release(t, obs, p1, p2, w, leases, 2))
+	old := base(releaseRefused(t, obs, p1, p2, w, leases, 2))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -158,16 +72,18 @@ func TestReview3TryAcquireLeasesBornLostAfterOwnWait(t *testing.T) {
 		t.Fatalf("TryAcquireLeases = %v, %v while its own released leases' deletes were under way", r.ls, r.err)
 	default:
 	}
-	cutN2, disarm := r3Strike(p1, p2, zktest.Match{Op: zktest.OpGetData, Path: leases + "/" + granted[1]}, zktest.Cut)
-	defer disarm()
+	getN2 := zktest.Match{Op: zktest.OpGetData, Path: leases + "/" + granted[1]}
+	cut1, cut2 := p1.Strike(getN2, zktest.Cut), p2.Strike(getN2, zktest.Cut)
+	defer cut1.Disarm()
+	defer cut2.Disarm()
 	if _, err := obs.SetACL(leases, zk.WorldACL(zk.PermAll), -1); err != nil {
 		t.Fatal(err)
 	}
-	r3Live(t, p1, p2).Cut() // the deletes are sent again, and land
+	liveProxy(t, p1, p2).Cut() // the deletes are sent again, and land
 	rlAwait(t, sub, zkconn.StateSuspended)
 	select {
-	case <-cutN2:
-		disarm()
+	case <-cut1.Struck():
+	case <-cut2.Struck():
 	case r := <-res:
 		t.Fatalf("TryAcquireLeases returned %v, %v before watching N2", r.ls, r.err)
 	case <-time.After(4 * time.Second):
@@ -211,10 +127,10 @@ func TestReview3TryAcquireRefusedOwnDeletesNoSpin(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	leases := path + "/leases"
-	r3Setup(t, obs, path)
+	refusingLeases(t, obs, path)
 	p1, p2, s, sub := rwTwoProxies(t)
 	w := dsync.NewWeighted(s, path, 2)
-	r3Release(t, obs, p1, p2, w, leases, 2)
+	releaseRefused(t, obs, p1, p2, w, leases, 2)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -228,7 +144,7 @@ func TestReview3TryAcquireRefusedOwnDeletesNoSpin(t *testing.T) {
 	}()
 	awaitChildren(t, obs, leases, 4)
 	before := p1.Requests() + p2.Requests()
-	r3Live(t, p1, p2).Cut() // sent again: refused again, settled; the nodes stay
+	liveProxy(t, p1, p2).Cut() // sent again: refused again, settled; the nodes stay
 	rlAwait(t, sub, zkconn.StateSuspended)
 	select {
 	case err := <-res:
@@ -252,10 +168,10 @@ func TestReview3TryAcquireOwnWaitDeadline(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	leases := path + "/leases"
-	r3Setup(t, obs, path)
+	refusingLeases(t, obs, path)
 	p1, p2, s, _ := rwTwoProxies(t)
 	w := dsync.NewWeighted(s, path, 1)
-	old := r3Release(t, obs, p1, p2, w, leases, 1)
+	old := releaseRefused(t, obs, p1, p2, w, leases, 1)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
@@ -295,7 +211,7 @@ func TestReview3CountLoweredDuringOwnWait(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	leases := path + "/leases"
-	r3Setup(t, obs, path)
+	refusingLeases(t, obs, path)
 	maxPath := rePath(t) + "-max"
 	t.Cleanup(func() { obs.Delete(maxPath, -1) })
 	ctx := context.Background()
@@ -321,10 +237,7 @@ func TestReview3CountLoweredDuringOwnWait(t *testing.T) {
 	if err := count.Set(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	ch, disarm := r3Strike(p1, p2, zktest.Match{Op: zktest.OpDelete, Path: l1}, zktest.Drop)
-	w.Release(1)
-	<-ch
-	disarm()
+	strikeEach(p1, p2, zktest.Drop, func() { w.Release(1) }, zktest.Match{Op: zktest.OpDelete, Path: l1})
 
 	res := make(chan bool, 1)
 	go func() {
@@ -346,7 +259,7 @@ func TestReview3CountLoweredDuringOwnWait(t *testing.T) {
 		t.Fatalf("TryAcquire = %v before its own delete landed", ok)
 	default:
 	}
-	r3Live(t, p1, p2).Cut()
+	liveProxy(t, p1, p2).Cut()
 	rlAwait(t, sub, zkconn.StateSuspended)
 	if <-res {
 		t.Fatal("TryAcquire = true: 2 leases under a count lowered to 1")
@@ -362,7 +275,7 @@ func TestReview3ExpiryDuringOwnWait(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	leases := path + "/leases"
-	r3Setup(t, obs, path)
+	refusingLeases(t, obs, path)
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(time.Second))
 	sub := s.Subscribe()
@@ -430,7 +343,7 @@ func TestReview3TryAcquireAfterReleaseCut(t *testing.T) {
 			t.Fatalf("round %d: Acquire = %v", round, err)
 		}
 		cancel()
-		rwCutAt(p1, p2, leaseDelete, func() { w.Release(2) })
+		strikeEach(p1, p2, zktest.Cut, func() { w.Release(2) }, leaseDelete)
 		if !w.TryAcquire(2) {
 			t.Fatalf("round %d: TryAcquire(2) = false after Release(2) returned", round)
 		}
@@ -469,7 +382,7 @@ func TestReview3TryAcquireWhileOtherReleases(t *testing.T) {
 		wg.Go(func() {
 			inUse.Add(-1)
 			if round%2 == 0 {
-				rwCutAt(p1, p2, leaseDelete, func() { other.Release(1) })
+				strikeEach(p1, p2, zktest.Cut, func() { other.Release(1) }, leaseDelete)
 			} else {
 				other.Release(1)
 			}

@@ -27,19 +27,6 @@ func rwTwoProxies(t *testing.T) (*zktest.Proxy, *zktest.Proxy, *zkconn.Session, 
 	return p1, p2, s, sub
 }
 
-// rwCutAt arms a Cut of the first request matching m on both proxies, runs
-// f, waits until one struck and disarms both.
-func rwCutAt(p1, p2 *zktest.Proxy, m zktest.Match, f func()) {
-	f1, f2 := p1.Strike(m, zktest.Cut), p2.Strike(m, zktest.Cut)
-	f()
-	select {
-	case <-f1.Struck():
-	case <-f2.Struck():
-	}
-	f1.Disarm()
-	f2.Disarm()
-}
-
 // TestReviewWeightedTryAfterLockDeleteCut: the internal lock's delete is
 // written (Release returns, sent closes) and the connection is cut before it
 // reaches the server, so after the reconnect it races the next acquisition's
@@ -53,11 +40,11 @@ func TestReviewWeightedTryAfterLockDeleteCut(t *testing.T) {
 	lockDelete := zktest.Match{Op: zktest.OpDelete, Path: path + "/locks/", Prefix: true}
 	for attempt := 1; attempt <= 20; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		rwCutAt(p1, p2, lockDelete, func() {
+		strikeEach(p1, p2, zktest.Cut, func() {
 			if err := w.Acquire(ctx, 1); err != nil {
 				t.Fatalf("attempt %d: Acquire = %v", attempt, err)
 			}
-		})
+		}, lockDelete)
 		rlAwait(t, sub, zkconn.StateSuspended)
 		if attempt%2 == 1 {
 			if !w.TryAcquire(1) {
@@ -98,7 +85,7 @@ func TestReviewWeightedAfterLeaseReleaseCut(t *testing.T) {
 				if err := w.Acquire(context.Background(), 1); err != nil {
 					t.Fatal(err)
 				}
-				rwCutAt(p1, p2, leaseDelete, func() { w.Release(1) })
+				strikeEach(p1, p2, zktest.Cut, func() { w.Release(1) }, leaseDelete)
 				rlAwait(t, sub, zkconn.StateSuspended)
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				if try {
@@ -369,7 +356,7 @@ func TestReviewWeightedCancelOverrunDuringAuthResend(t *testing.T) {
 	}()
 	awaitChildren(t, obs, path+"/leases", 2)
 	conn := connOf(t, s)
-	for clientWatches(t, conn, path+"/leases") == 0 { // waiting on its watched listing
+	for clientWatches(t, conn, path+"/leases") == 0 { // waiting on its watched listing (no event tells of a watch set)
 		time.Sleep(2 * time.Millisecond)
 	}
 	f := p.Strike(zktest.Match{Op: zktest.OpAuth}, zktest.BlackHole)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dsync-go/dsync"
-	"github.com/dsync-go/dsync/zkconn"
 	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
 )
@@ -115,33 +114,14 @@ func TestWeightedTryAcquireWaitsForOwnRelease(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	leases := path + "/leases"
-	if _, err := obs.Create("/dsync-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		t.Fatal(err)
-	}
-	if _, err := obs.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { obs.Delete(path+"/locks", -1); obs.Delete(path, -1) }) // after leases (LIFO)
-	rfNoDeleteParent(t, obs, leases)
-	p := zktest.NewProxy(t, shared.Addr())
-	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(10*time.Second))
-	sub := s.Subscribe()
-	defer sub.Stop()
-	rlAwait(t, sub, zkconn.StateConnected)
-
+	refusingLeases(t, obs, path)
+	p1, p2, s, _ := rwTwoProxies(t)
 	w := dsync.NewWeighted(s, path, 1)
-	if err := w.Acquire(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
-	l1 := leases + "/" + awaitChildren(t, obs, leases, 1)[0]
-	f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: l1}, zktest.Drop)
-	defer f.Disarm()
-	w.Release(1)
-	<-f.Struck() // refused, its reply swallowed: l1 stays, its delete under way
+	releaseRefused(t, obs, p1, p2, w, leases, 1) // its delete under way
 
 	res := make(chan bool, 1)
 	go func() { res <- w.TryAcquire(1) }()
-	awaitChildren(t, obs, leases, 2) // its own lease, listed with l1
+	awaitChildren(t, obs, leases, 2) // its own lease, listed with the released one
 	if _, err := obs.SetACL(leases, zk.WorldACL(zk.PermAll), -1); err != nil {
 		t.Fatal(err)
 	}
@@ -150,10 +130,85 @@ func TestWeightedTryAcquireWaitsForOwnRelease(t *testing.T) {
 		t.Fatalf("TryAcquire = %v while the delete of its session's released lease was under way; want it to wait for it", ok)
 	default:
 	}
-	p.Cut() // the delete is sent again, and lands
+	liveProxy(t, p1, p2).Cut() // the delete is sent again, and lands
 	if !<-res {
 		t.Fatal("TryAcquire = false once its session's released lease was gone; want true")
 	}
 	w.Release(1)
 	awaitChildren(t, obs, leases, 0)
+}
+
+// refusingLeases makes path (world ACL) with path/leases refusing deletes
+// (rfNoDeleteParent), for a Weighted at path, and removes them at the end.
+func refusingLeases(t *testing.T, obs *zk.Conn, path string) {
+	t.Helper()
+	if _, err := obs.Create("/dsync-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := obs.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after rfNoDeleteParent's (LIFO)
+		kids, _, _ := obs.Children(path + "/locks")
+		for _, k := range kids {
+			obs.Delete(path+"/locks/"+k, -1)
+		}
+		obs.Delete(path+"/locks", -1)
+		obs.Delete(path, -1)
+	})
+	rfNoDeleteParent(t, obs, path+"/leases")
+}
+
+// releaseRefused acquires n leases on w (its Session connected through p1
+// or p2), then releases them with their deletes refused (see
+// refusingLeases) and their replies swallowed on a live connection: the
+// nodes stay, their deletes under way in the session. It returns the
+// released nodes' paths.
+func releaseRefused(t *testing.T, obs *zk.Conn, p1, p2 *zktest.Proxy, w *dsync.Weighted, leases string, n int) []string {
+	t.Helper()
+	if err := w.Acquire(context.Background(), int64(n)); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	var deletes []zktest.Match
+	for _, c := range awaitChildren(t, obs, leases, n) {
+		paths = append(paths, leases+"/"+c)
+		deletes = append(deletes, zktest.Match{Op: zktest.OpDelete, Path: leases + "/" + c})
+	}
+	strikeEach(p1, p2, zktest.Drop, func() { w.Release(int64(n)) }, deletes...)
+	return paths
+}
+
+// strikeEach arms a on the first request matching each of ms on both
+// proxies (a Session reaches the server through one of them), runs f, waits
+// until each has struck on one of them, and disarms the rest, so that a
+// request sent again after a reconnect passes.
+func strikeEach(p1, p2 *zktest.Proxy, a zktest.Action, f func(), ms ...zktest.Match) {
+	var fs [][2]*zktest.Fault
+	for _, m := range ms {
+		fs = append(fs, [2]*zktest.Fault{p1.Strike(m, a), p2.Strike(m, a)})
+	}
+	f()
+	for _, pair := range fs {
+		select {
+		case <-pair[0].Struck():
+		case <-pair[1].Struck():
+		}
+		pair[0].Disarm()
+		pair[1].Disarm()
+	}
+}
+
+// liveProxy returns the one of p1, p2 that holds the connection of a
+// Session connected through them.
+func liveProxy(t *testing.T, p1, p2 *zktest.Proxy) *zktest.Proxy {
+	t.Helper()
+	switch {
+	case p1.Conns() > 0:
+		return p1
+	case p2.Conns() > 0:
+		return p2
+	}
+	t.Fatal("no connection on either proxy")
+	return nil
 }

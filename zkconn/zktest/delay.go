@@ -116,13 +116,21 @@ func (w *waker) until(t time.Time) {
 		if fine, err := newTimerfd(w.ctx); err == nil {
 			w.fine = fine
 		} else {
-			w.timer = time.NewTimer(d)
-			w.timer.Stop()
+			w.useTimer()
 		}
 	}
 	if w.fine != nil {
-		w.fine.sleep(d)
-		return
+		if err := w.fine.sleep(d); err == nil || w.ctx.Err() != nil {
+			return
+		}
+		// The timerfd failed: Go's timers for the rest of the sleep, and
+		// from now on.
+		w.fine.close()
+		w.fine = nil
+		w.useTimer()
+		if d = time.Until(t); d <= 0 {
+			return
+		}
 	}
 	w.timer.Reset(d)
 	select {
@@ -130,6 +138,12 @@ func (w *waker) until(t time.Time) {
 	case <-w.ctx.Done():
 		w.timer.Stop()
 	}
+}
+
+// useTimer makes the waker sleep on Go's timers.
+func (w *waker) useTimer() {
+	w.timer = time.NewTimer(time.Hour)
+	w.timer.Stop()
 }
 
 func (w *waker) close() {

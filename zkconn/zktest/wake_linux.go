@@ -28,16 +28,17 @@ func newTimerfd(ctx context.Context) (*timerfd, error) {
 	return t, nil
 }
 
-// sleep returns after d, or once the context is done.
-func (t *timerfd) sleep(d time.Duration) {
+// sleep returns after d, or once the context is done. An error means the
+// timer could not be used, and sleep may have returned early.
+func (t *timerfd) sleep(d time.Duration) error {
 	// Setting the timer also clears an expiry not read.
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
 	if err := unix.TimerfdSettime(t.fd, 0, &spec, nil); err != nil {
-		time.Sleep(d)
-		return
+		return err
 	}
 	var expiries [8]byte
-	t.f.Read(expiries[:]) // returns once it expired, or at the deadline ctx's end sets
+	_, err := t.f.Read(expiries[:]) // returns once it expired, or at the deadline ctx's end sets
+	return err
 }
 
 func (t *timerfd) close() {

@@ -15,6 +15,6 @@ func newTimerfd(context.Context) (*timerfd, error) {
 	return nil, errors.New("zktest: no timerfd on this system")
 }
 
-func (*timerfd) sleep(time.Duration) {}
+func (*timerfd) sleep(time.Duration) error { return errors.ErrUnsupported }
 
 func (*timerfd) close() {}

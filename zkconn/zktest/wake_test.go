@@ -15,8 +15,7 @@ func TestWaker(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newWaker(ctx)
 		if !fine {
-			w.timer = time.NewTimer(time.Hour) // as where there is no timerfd
-			w.timer.Stop()
+			w.useTimer() // as where there is no timerfd
 		}
 		for _, d := range []time.Duration{0, -time.Millisecond, 3 * time.Millisecond, 20 * time.Millisecond} {
 			if d == 3*time.Millisecond && w.fine != nil {

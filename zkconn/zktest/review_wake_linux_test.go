@@ -14,7 +14,7 @@ func r2Timerfds(t *testing.T) int {
 	t.Helper()
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Skip("no /proc/self/fd")
+		t.Fatalf("the process's descriptors: %v", err)
 	}
 	n := 0
 	for _, fd := range fds {
@@ -46,51 +46,67 @@ func r2Echo(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestReview2DelayedPacketsEndOnCutAndClose: packets held for an hour in
-// both directions; Cut ends their connections at once (the client reads
-// EOF, nothing delivered), Close returns at once with more waiting, and
-// every timerfd the delivering goroutines opened is closed (goleak checks
-// the goroutines).
+// TestReview2DelayedPacketsEndOnCutAndClose: packets held for an hour; Cut
+// ends their connections at once (the client reads EOF, nothing delivered),
+// Close returns at once with another waiting, and every timerfd the
+// delivering goroutines opened is closed (goleak checks the goroutines).
 func TestReview2DelayedPacketsEndOnCutAndClose(t *testing.T) {
 	before := r2Timerfds(t)
 	p, err := StartProxy(r2Echo(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.SetDelay(time.Hour)
-	dialWrite := func() net.Conn {
+	// Each connection makes a round trip first, undelayed: the proxy holds it
+	// then. Then every packet waits an hour.
+	dialHeld := func() net.Conn {
 		c, err := net.Dial("tcp", p.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Write([]byte("hello")); err != nil {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, "ping"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, 4)); err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	c1 := dialWrite()
+	c1, c2, c3 := dialHeld(), dialHeld(), dialHeld()
 	defer c1.Close()
-	for p.Conns() < 1 {
-		time.Sleep(time.Millisecond)
-	}
-	start := time.Now()
-	p.Cut()
-	c1.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, err := c1.Read(make([]byte, 8)); n != 0 || err == nil || os.IsTimeout(err) {
-		t.Fatalf("after Cut, read %d bytes, %v; want the connection closed, nothing delivered", n, err)
-	}
-	c2, c3 := dialWrite(), dialWrite()
 	defer c2.Close()
 	defer c3.Close()
+	p.SetDelay(time.Hour)
+	for _, c := range []net.Conn{c1, c2, c3} {
+		if _, err := io.WriteString(c, "hello"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
 	// One timerfd per direction with a packet waiting: the hellos, on their
-	// way to the echo server (a direction opens one when it first sleeps).
-	for p.Conns() < 2 || r2Timerfds(t) < before+2 {
+	// way to the echo server (a direction opens one when it first sleeps,
+	// on a goroutine of the proxy's: no event tells when).
+	for r2Timerfds(t) < before+3 {
 		if time.Since(start) > 5*time.Second {
-			t.Fatalf("%d timerfds open; want %d", r2Timerfds(t), before+2)
+			t.Fatalf("%d timerfds open; want %d", r2Timerfds(t), before+3)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	p.Close()
+	p.Cut()
+	if n, err := c1.Read(make([]byte, 8)); n != 0 || err == nil || os.IsTimeout(err) {
+		t.Fatalf("after Cut, read %d bytes, %v; want the connection closed, nothing delivered", n, err)
+	}
+	p.SetDelay(0)
+	c4 := dialHeld() // held, with a packet waiting as Close comes
+	defer c4.Close()
+	p.SetDelay(time.Hour)
+	if _, err := io.WriteString(c4, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	p.Close() // returns once every goroutine of the proxy has ended
+	if n, err := c4.Read(make([]byte, 8)); n != 0 || err == nil || os.IsTimeout(err) {
+		t.Fatalf("after Close, read %d bytes, %v; want the connection closed, nothing delivered", n, err)
+	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("Cut and Close with packets delayed an hour took %v", took)
 	}
