@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -120,8 +121,16 @@ func TestReviewStopUnderQuarterDuringPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	stoppedAt := time.Now()
-	t.Logf("stderr when stopped (%v after the last reply): %q", stoppedAt.Sub(r), p.stderr.String())
-	awaitState(t, append(append([]int{}, ps...), p.cmd.Process.Pid), "stopped", isStopped)
+	stderr := p.stderr.String()
+	t.Logf("stderr when stopped (%v after the last reply): %q", stoppedAt.Sub(r), stderr)
+	if strings.Contains(stderr, " lost: ") {
+		// On a loaded machine dsync can notice the partition before the
+		// stop (it failed so in CI twice): the interleaving aimed at was
+		// missed, and what follows must be as safe all the same.
+		t.Logf("dsync noticed the loss before the stop")
+	} else {
+		awaitState(t, append(append([]int{}, ps...), p.cmd.Process.Pid), "stopped", isStopped)
+	}
 	time.Sleep(time.Until(stoppedAt.Add(T/4 - 100*time.Millisecond)))
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
