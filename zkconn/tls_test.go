@@ -114,43 +114,37 @@ func TestResolveNames(t *testing.T) {
 // signed by a CA the client does not trust), fails Dial at once with
 // ErrTLSHandshake and a message that says why, well before Dial's deadline.
 func testTLSRefused(t *testing.T, srv *zktest.Server) {
-	stranger, err := zktest.NewTLSFiles(t.TempDir())
+	misfits, err := zktest.MisfitTLSConfigs(srv.TLSConfig(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	strangerCfg, err := stranger.Config()
-	if err != nil {
-		t.Fatal(err)
+	wants := map[string]string{ // in the error
+		"no client certificate":            "presented no certificate",
+		"client certificate of another CA": "certificate",
+		"server certificate of another CA": "certificate signed by unknown authority",
 	}
-	noCert := srv.TLSConfig()
-	noCert.Certificates = nil
-	wrongCert := srv.TLSConfig()
-	wrongCert.Certificates = strangerCfg.Certificates
-	wrongCA := srv.TLSConfig()
-	wrongCA.RootCAs = strangerCfg.RootCAs
-	for _, tt := range []struct {
-		name string
-		cfg  *tls.Config
-		want string // in the error
-	}{
-		{"no client certificate", noCert, "presented no certificate"},
-		{"client certificate of another CA", wrongCert, "certificate"},
-		{"server certificate of another CA", wrongCA, "certificate signed by unknown authority"},
-	} {
+	if len(misfits) != len(wants) {
+		t.Fatalf("%d misfit configurations; want %d", len(misfits), len(wants))
+	}
+	for _, m := range misfits {
+		want := wants[m.Name]
+		if want == "" {
+			t.Fatalf("misfit %q: no expected error", m.Name)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		s, err := Dial(ctx, []string{srv.SecureAddr()}, WithTLS(tt.cfg))
+		s, err := Dial(ctx, []string{srv.SecureAddr()}, WithTLS(m.Config))
 		cancel()
 		if err == nil {
 			s.Close()
-			t.Errorf("%s: Dial succeeded; want ErrTLSHandshake", tt.name)
+			t.Errorf("%s: Dial succeeded; want ErrTLSHandshake", m.Name)
 			continue
 		}
-		t.Logf("%s: %v", tt.name, err)
+		t.Logf("%s: %v", m.Name, err)
 		if !errors.Is(err, ErrTLSHandshake) || errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s: Dial = %v; want ErrTLSHandshake, not the deadline", tt.name, err)
+			t.Errorf("%s: Dial = %v; want ErrTLSHandshake, not the deadline", m.Name, err)
 		}
-		if msg := err.Error(); !strings.Contains(msg, "TLS handshake") || !strings.Contains(msg, tt.want) {
-			t.Errorf("%s: Dial error %q; want it to say TLS handshake and %q", tt.name, msg, tt.want)
+		if msg := err.Error(); !strings.Contains(msg, "TLS handshake") || !strings.Contains(msg, want) {
+			t.Errorf("%s: Dial error %q; want it to say TLS handshake and %q", m.Name, msg, want)
 		}
 	}
 }

@@ -139,7 +139,7 @@ func (c *config) jvmArgs(l *layout, classpath string) []string {
 		{"logback.configurationFile", filepath.Join(l.dir, logbackFile)},
 	}
 	props := mergeProps(defaults, c.props)
-	args := append([]string(nil), jvmFlags...)
+	args := append(append([]string(nil), jvmFlags...), c.jvmFlags...)
 	for _, p := range props {
 		args = append(args, "-D"+p.key+"="+p.value)
 	}

@@ -124,8 +124,9 @@
 // certificate for it (ECDSA, PEM files in the server's directory).
 // Server.SecureAddr (Ensemble.SecureAddrs) is the port, Server.TLSConfig a
 // client *tls.Config the server accepts, and Server.ClientTLS the same
-// identity as files. NewTLSFiles makes a stranger's identity, signed by
-// another CA, for tests of refusals:
+// identity as files. For tests of refusals, NewTLSFiles makes a stranger's
+// identity, signed by another CA, and MisfitTLSConfigs the client
+// configurations a server refuses, or that refuse it:
 //
 //	srv := zktest.Start(t, zktest.WithTLS())
 //	sess, err := zkconn.Dial(ctx, []string{srv.SecureAddr()}, zkconn.WithTLS(srv.TLSConfig()))

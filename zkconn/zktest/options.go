@@ -72,6 +72,18 @@ func WithSystemProperty(key, value string) Option {
 	})
 }
 
+// WithJVMFlags passes flags to the server's JVM after zktest's own, which
+// keep it small and quick to start (a 192 MiB heap, the serial collector,
+// only the quick JIT tier): HotSpot takes the last of a repeated flag, so
+// these override them. For example "-XX:TieredStopAtLevel=4" gives the full
+// JIT of a production server, for measurements that run long enough to
+// repay its compiling. Each flag must start with '-' and hold no NUL byte
+// or white space, or the server fails to start with an error; system
+// properties go through WithSystemProperty.
+func WithJVMFlags(flags ...string) Option {
+	return optionFunc(func(c *config) { c.jvmFlags = append(c.jvmFlags, flags...) })
+}
+
 // WithTLS makes the server also serve clients over TLS, on a port of its own
 // (Server.SecureAddr; Ensemble.SecureAddrs), as production ensembles do with
 // ZooKeeper's secureClientPort: the Netty connection factory, client
@@ -100,6 +112,7 @@ type config struct {
 	minSessionTimeout time.Duration
 	maxSessionTimeout time.Duration
 	props             []property // in order; a later key overrides an earlier one
+	jvmFlags          []string   // after zktest's own (WithJVMFlags)
 	tls               bool       // also serve on a secure client port (WithTLS)
 }
 
@@ -126,6 +139,16 @@ func (c *config) validate() error {
 	if c.maxSessionTimeout < c.minSessionTimeout {
 		return fmt.Errorf("zktest: max session timeout %v is less than min session timeout %v",
 			c.maxSessionTimeout, c.minSessionTimeout)
+	}
+	for _, f := range c.jvmFlags {
+		switch {
+		case !strings.HasPrefix(f, "-"):
+			return fmt.Errorf("zktest: JVM flag %q does not start with '-'", f)
+		case strings.HasPrefix(f, "-D"):
+			return fmt.Errorf("zktest: JVM flag %q: pass system properties with WithSystemProperty", f)
+		case strings.ContainsFunc(f, func(r rune) bool { return unicode.IsSpace(r) || r == 0 }):
+			return fmt.Errorf("zktest: JVM flag %q holds white space or a NUL byte", f)
+		}
 	}
 	for _, p := range c.props {
 		if p.key == "" || strings.ContainsFunc(p.key, func(r rune) bool { return r == '=' || unicode.IsSpace(r) || r == 0 }) {

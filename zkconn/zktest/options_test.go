@@ -2,6 +2,7 @@ package zktest
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,11 @@ func TestConfigInvalid(t *testing.T) {
 		{"property key with =", []Option{WithSystemProperty("a=b", "x")}},
 		{"property key with space", []Option{WithSystemProperty("a b", "x")}},
 		{"property value with NUL", []Option{WithSystemProperty("a", "x\x00")}},
+		{"JVM flag without -", []Option{WithJVMFlags("Xmx1g")}},
+		{"empty JVM flag", []Option{WithJVMFlags("")}},
+		{"JVM flag with space", []Option{WithJVMFlags("-Xmx1g -Xms1g")}},
+		{"JVM flag with NUL", []Option{WithJVMFlags("-Xmx1g\x00")}},
+		{"system property as JVM flag", []Option{WithJVMFlags("-Dzookeeper.forceSync=yes")}},
 	} {
 		if _, err := newConfig(tt.opts); err == nil {
 			t.Errorf("%s: newConfig() error = nil; want an error", tt.name)
@@ -138,11 +144,25 @@ func TestJVMArgs(t *testing.T) {
 		WithSystemProperty("zookeeper.forceSync", "yes"),
 		WithSystemProperty("my.prop", "1"),
 		WithSystemProperty("my.prop", "2"),
+		WithJVMFlags("-XX:TieredStopAtLevel=4"),
+		WithJVMFlags("-Xmx512m"),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := c.jvmArgs(&layout{dir: "/z"}, "/cp.jar")
+	// HotSpot takes the last of a repeated flag: the caller's come after
+	// zktest's, in the order given.
+	for _, pair := range [][2]string{
+		{"-XX:TieredStopAtLevel=1", "-XX:TieredStopAtLevel=4"},
+		{"-Xmx192m", "-Xmx512m"},
+		{"-XX:TieredStopAtLevel=4", "-Xmx512m"},
+	} {
+		i, j := slices.Index(args, pair[0]), slices.Index(args, pair[1])
+		if i < 0 || j < 0 || i > j {
+			t.Errorf("jvmArgs(): %q at %d, %q at %d; want both, in that order: %q", pair[0], i, pair[1], j, args)
+		}
+	}
 	joined := strings.Join(args, " ")
 	for _, want := range []string{
 		"-Xmx192m",

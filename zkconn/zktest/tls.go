@@ -72,6 +72,39 @@ func NewTLSFiles(dir string) (TLSFiles, error) {
 	return f, nil
 }
 
+// A MisfitTLS is a client TLS configuration whose handshake with a server's
+// TLS port fails, and what is wrong with it.
+type MisfitTLS struct {
+	Name   string // "no client certificate", …
+	Config *tls.Config
+}
+
+// MisfitTLSConfigs returns, for the tests of refused handshakes, the ways
+// a client configuration can fail to fit a server that accepts good (a
+// Server's or Ensemble's TLSConfig), each a copy of good with one thing
+// wrong: no client certificate, a client certificate signed by another CA
+// (the server refuses both), and trust in another CA only (the client
+// refuses the server). The other CA's files (NewTLSFiles) go in dir.
+func MisfitTLSConfigs(good *tls.Config, dir string) ([]MisfitTLS, error) {
+	files, err := NewTLSFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	stranger, err := files.Config()
+	if err != nil {
+		return nil, err
+	}
+	noCert, wrongCert, wrongCA := good.Clone(), good.Clone(), good.Clone()
+	noCert.Certificates = nil
+	wrongCert.Certificates = stranger.Certificates
+	wrongCA.RootCAs = stranger.RootCAs
+	return []MisfitTLS{
+		{"no client certificate", noCert},
+		{"client certificate of another CA", wrongCert},
+		{"server certificate of another CA", wrongCA},
+	}, nil
+}
+
 // tlsMaterial is what a server started WithTLS uses, and what its clients
 // need, made once for a server or an ensemble, in one directory.
 type tlsMaterial struct {

@@ -74,33 +74,16 @@ func TestTLSServer(t *testing.T) {
 		t.Errorf("Get on the plain port: %v", err)
 	}
 
-	stranger, err := zktest.NewTLSFiles(t.TempDir())
+	misfits, err := zktest.MisfitTLSConfigs(s.TLSConfig(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	strangerCfg, err := stranger.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	noCert := s.TLSConfig()
-	noCert.Certificates = nil
-	wrongCert := s.TLSConfig()
-	wrongCert.Certificates = strangerCfg.Certificates
-	wrongCA := s.TLSConfig()
-	wrongCA.RootCAs = strangerCfg.RootCAs
-	for _, tt := range []struct {
-		name string
-		cfg  *tls.Config
-	}{
-		{"no client certificate", noCert},
-		{"client certificate of another CA", wrongCert},
-		{"server certificate of another CA", wrongCA},
-	} {
-		err := handshake(s.SecureAddr(), tt.cfg)
+	for _, m := range misfits {
+		err := handshake(s.SecureAddr(), m.Config)
 		var verify *tls.CertificateVerificationError
 		var op *net.OpError
 		if err == nil || !errors.As(err, &verify) && !(errors.As(err, &op) && op.Op == "remote error") {
-			t.Errorf("%s: handshake = %v; want a refusal", tt.name, err)
+			t.Errorf("%s: handshake = %v; want a refusal", m.Name, err)
 		}
 	}
 
