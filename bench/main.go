@@ -310,7 +310,7 @@ func run(ctx context.Context, cfg config) error {
 
 	// fsync off for everyone: zktest's default (zookeeper.forceSync=no).
 	// The numbers compare clients, not disks.
-	srv, err := zktest.StartServer()
+	srv, err := zktest.StartServer(serverJVM)
 	if err != nil {
 		return err
 	}
@@ -335,6 +335,9 @@ func run(ctx context.Context, cfg config) error {
 		version, _, _ = strings.Cut(m["zk_version"], ",")
 	}
 
+	if err := warmUp(ctx, e); err != nil {
+		return err
+	}
 	var runs []profileRun
 	for _, p := range cfg.profiles {
 		if len(cfg.plan) == 0 && !cfg.failover.runsIn(p) {
@@ -379,7 +382,7 @@ func cellCount(plan []planned) int {
 // estimate guesses how long cfg takes. Each Curator cell runs a JVM, a few
 // seconds to start and connect; each Go round a moment to connect and close.
 func estimate(cfg config) time.Duration {
-	total := 20 * time.Second
+	total := 20*time.Second + 3*warmUpWindow
 	window := time.Duration(cfg.rounds) * cfg.duration
 	for _, pr := range cfg.profiles {
 		total += cfg.failover.estimate(pr)

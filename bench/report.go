@@ -47,7 +47,7 @@ func (r profileRun) heading() string {
 func report(info runInfo, plan []planned, runs []profileRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# dsync benchmark results\n\n")
-	fmt.Fprintf(&b, "`go run ./bench` (make bench), %s: %s, %d CPUs, ZooKeeper %s (standalone, loopback, fsync off),\n",
+	fmt.Fprintf(&b, "`go run ./bench` (make bench), %s: %s, %d CPUs, ZooKeeper %s (standalone, on loopback, full JIT, warmed up, fsync off),\n",
 		info.date, info.goVersion, info.cpus, info.zkVersion)
 	if len(plan) == 0 { // a partial run of the other sections
 		profiles := ""
@@ -420,6 +420,11 @@ func method(pingBound, tickBound float64) string {
 
 - One ZooKeeper 3.8 server (zkconn/zktest), fsync off (zookeeper.forceSync=no) for every implementation, on
   the same machine as the clients. Each cell uses its own lock path.
+- The server's JVM has the full JIT and a 512 MiB heap, as a production server does (zktest's test servers
+  stop at the quick JIT tier, to start fast), and is warmed up before the first cell: 8 sessions each of
+  dsync's Mutex, zk.Lock and dsync's Weighted, 5s each, untimed, so that every request path is compiled
+  before anything is measured: without that, the first cells would pay for the compiling, on the server's
+  CPU and in its latency, and the later ones would not.
 - Network profiles: on loopback the clients connect to the server directly. In a delayed profile every client
   (this program's and the JVM's) connects through a zktest Proxy that holds every packet for the delay in each
   direction (Proxy.SetDelay), run as a process of its own ("bench serve-proxy") so that its CPU time is not
