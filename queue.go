@@ -145,12 +145,21 @@ func compare(a, b queued) int {
 // gone before its watch was set, lists again instead of claiming. A writer
 // behind another client's writer node lists again when it goes, whatever
 // its place (Curator's downgrade writes nothing to it).
+//
+// A checked queue's waiters set no watch on their own node, and claim
+// without one: its head acts on its place only through writes that check,
+// in the same transaction, that its node still exists (a Weighted's internal
+// lock: its holder's only writes are its lease creates, see
+// zkconn.Handle.CreateProtectedWhile). A waiter whose node was deleted while
+// it waited may then believe itself first alongside the rightful head, but
+// its first write fails, and it queues again.
 type queue struct {
-	sess   *zkconn.Session
-	path   string
-	marker string
-	data   []byte
-	rw     bool // an RWMutex's queue: nodes sort by either marker
+	sess    *zkconn.Session
+	path    string
+	marker  string
+	data    []byte
+	rw      bool // an RWMutex's queue: nodes sort by either marker
+	checked bool // see above
 }
 
 // line sorts the children of q's path into queue order.
@@ -421,8 +430,9 @@ type written struct {
 // per write, recorded in *seen), and in an RWMutex's queue when prev is gone
 // before its watch is set (see queue).
 //
-// The first time, it also sets the watch on e's own node. The watches are
-// sent together: one round trip, before any handoff.
+// The first time, it also sets the watch on e's own node, unless q is
+// checked. The watches are sent together: one round trip, before any
+// handoff.
 func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, seen *written) (bool, error) {
 	h := e.h
 	path := q.path + "/" + prev.name
@@ -439,7 +449,7 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 		own            *zkconn.Watch
 		czxid          int64
 		needSig        = !first && zkconn.IsNative(prev.name) && !prev.reader && !q.reader()
-		needOwn        = e.own == nil
+		needOwn        = e.own == nil && !q.checked
 	)
 	if needSig {
 		// In e.fire from the moment it may be set: a request abandoned
@@ -530,10 +540,12 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 // or when the node was written to meanwhile (its watch must be set again).
 //
 // Invariant: a waiter never reports first unless its node existed at the
-// zxid of the event that made it first.
+// zxid of the event that made it first; in a checked queue (e.own not set),
+// a waiter whose node is gone may, and its head's writes fail instead (see
+// queue).
 func (e *entry) claim(ctx context.Context, first bool) (bool, error) {
-	if !first {
-		return false, nil
+	if !first || e.own == nil {
+		return first, nil
 	}
 	reread := false
 	select {

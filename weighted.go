@@ -104,7 +104,7 @@ func NewWeightedCount(sess *zkconn.Session, path string, count *Count, opts ...O
 func newWeighted(sess *zkconn.Session, path string, opts []Option) *Weighted {
 	o := newOptions(opts)
 	return &Weighted{
-		lock:   queue{sess: sess, path: path + "/locks", marker: lockMarker, data: o.data},
+		lock:   queue{sess: sess, path: path + "/locks", marker: lockMarker, data: o.data, checked: true},
 		leases: queue{sess: sess, path: path + "/leases", marker: leaseMarker, data: o.data},
 		policy: o.policy,
 		err:    validate(sess, path),
@@ -311,6 +311,13 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 // the internal lock, so nobody else adds lease nodes meanwhile: the
 // listing only shrinks. On failure it deletes the nodes it made, adding the
 // deletes to w.undoing (the caller holds the gate).
+//
+// Invariant: dsync creates a lease node only while its acquirer's node in
+// the internal lock's queue exists, checked in the create's transaction
+// (zkconn.Handle.CreateProtectedWhile), so only the head of that queue
+// creates leases. That queue is checked (see queue): its waiters do not
+// watch their own nodes, and one whose node was deleted while it waited may
+// believe itself first, but fails here with errNodeGone, and queues again.
 func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n int64, wait bool) (nodes []string, err error) {
 	defer func() {
 		if err != nil {
@@ -336,7 +343,10 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 	made := make(chan error, 1)
 	go func() {
 		for i := int64(0); i < n; i++ {
-			p, err := h.CreateProtectedKin(ctx, w.leases.path, w.leases.marker, w.leases.data, lock)
+			p, err := h.CreateProtectedWhile(ctx, w.leases.path, w.leases.marker, w.leases.data, lock)
+			if errors.Is(err, zkconn.ErrKinGone) {
+				err = errNodeGone // our lock node was deleted: queue again
+			}
 			if err != nil {
 				made <- err
 				return

@@ -3,11 +3,15 @@ package dsync_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
 	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
 )
@@ -211,4 +215,156 @@ func liveProxy(t *testing.T, p1, p2 *zktest.Proxy) *zktest.Proxy {
 	}
 	t.Fatal("no connection on either proxy")
 	return nil
+}
+
+// TestWeightedLockWaiterWhoseNodeWasDeletedCreatesNoLease pins the checked
+// internal lock (see queue and Weighted.grant): a max-1 Weighted; A holds
+// the lease, B holds the internal lock and waits for room, V waits for the
+// internal lock behind B, watching B's node and not its own. An operator
+// deletes V's node; W queues behind B. A releases: B is granted and lets go
+// of the internal lock, and both V and W believe themselves first. V's lease
+// create checks V's lock node in its transaction, fails, and V queues again:
+// only W creates a lease, and the three get the lease one at a time.
+func TestWeightedLockWaiterWhoseNodeWasDeletedCreatesNoLease(t *testing.T) {
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	newW := func() *dsync.Weighted { return dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1) }
+	a, b, v, w := newW(), newW(), newW(), newW()
+	if err := a.Acquire(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	var inside atomic.Int32
+	granted := make(chan string, 3)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	enter := func(name string, s *dsync.Weighted) {
+		wg.Go(func() {
+			if err := s.Acquire(context.Background(), 1); err != nil {
+				t.Errorf("%s: Acquire = %v", name, err)
+				return
+			}
+			if n := inside.Add(1); n > 1 {
+				t.Errorf("%s granted with %d inside", name, n)
+			}
+			granted <- name
+			<-release
+			inside.Add(-1)
+			s.Release(1)
+		})
+	}
+	enter("B", b)
+	bLock := path + "/locks/" + awaitChildren(t, obs, path+"/locks", 1)[0]
+	awaitChildren(t, obs, path+"/leases", 2) // A's, and B's waiting for room
+	enter("V", v)
+	kids := orderedNames(awaitChildren(t, obs, path+"/locks", 2))
+	vLock := path + "/locks/" + kids[1]
+	vSID := mustSessionOf(t, obs, vLock)
+	awaitWatch(t, shared, bLock, vSID)
+	if ids := watches(t, shared)[vLock]; slices.Contains(ids, vSID) {
+		t.Errorf("V watches its own lock node %s; a checked queue's waiter does not", vLock)
+	}
+	if err := obs.Delete(vLock, -1); err != nil {
+		t.Fatal(err)
+	}
+	enter("W", w)
+	kids = orderedNames(awaitChildren(t, obs, path+"/locks", 2)) // B, W
+	wSID := mustSessionOf(t, obs, path+"/locks/"+kids[1])
+	awaitWatch(t, shared, bLock, wSID)
+
+	there, _, bGone, err := obs.ExistsW(bLock)
+	if err != nil || !there {
+		t.Fatalf("ExistsW(%s) = %v, %v; want B's lock node there", bLock, there, err)
+	}
+	a.Release(1)
+	if got := <-granted; got != "B" {
+		t.Fatalf("%s granted first; want B", got)
+	}
+	<-bGone // B let go of the internal lock (its delete goes on after Acquire returns)
+	// W holds the internal lock and waits for room with its lease; V queued
+	// again behind it, without a lease.
+	locks := orderedNames(awaitChildren(t, obs, path+"/locks", 2))
+	if got := mustSessionOf(t, obs, path+"/locks/"+locks[0]); got != wSID {
+		t.Errorf("internal lock head owned by %#x; want W's session %#x", got, wSID)
+	}
+	if got := mustSessionOf(t, obs, path+"/locks/"+locks[1]); got != vSID {
+		t.Errorf("internal lock's second node owned by %#x; want V's session %#x", got, vSID)
+	}
+	for _, l := range awaitChildren(t, obs, path+"/leases", 2) {
+		if mustSessionOf(t, obs, path+"/leases/"+l) == vSID {
+			t.Errorf("V created lease %s though its lock node was deleted", l)
+		}
+	}
+	release <- struct{}{} // B releases: W
+	if got := <-granted; got != "W" {
+		t.Fatalf("%s granted second; want W", got)
+	}
+	release <- struct{}{} // W releases: V
+	if got := <-granted; got != "V" {
+		t.Fatalf("%s granted third; want V", got)
+	}
+	release <- struct{}{}
+	wg.Wait()
+	assertEmpty(t, path)
+}
+
+// TestWeightedHeadWhoseLockNodeWasDeletedMakesNoLease pins a double grant
+// that checked lease creates close: H1 is first on the internal lock of a
+// max-1 Weighted and its lease create never reaches the server; an operator
+// deletes H1's lock node; H2 acquires (it is now first, and the lease is
+// free). When H1's connection comes back, its create is sent again: it must
+// fail (H1's lock node is gone) rather than make a second lease that H1's
+// listing, taken before H2's lease existed, would grant.
+func TestWeightedHeadWhoseLockNodeWasDeletedMakesNoLease(t *testing.T) {
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	p := zktest.NewProxy(t, shared.Addr())
+	h1 := dsync.NewWeighted(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second)), path, 1)
+	h2 := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
+	f := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: path + "/leases/", Prefix: true}, zktest.BlackHole)
+	defer f.Disarm()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() { first <- h1.Acquire(ctx, 1) }()
+	<-f.Struck()
+	lock := awaitChildren(t, obs, path+"/locks", 1)[0]
+	if err := obs.Delete(path+"/locks/"+lock, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Acquire(ctx, 1); err != nil {
+		t.Fatalf("H2: Acquire = %v", err)
+	}
+	leases := awaitChildren(t, obs, path+"/leases", 1)
+	awaitChildren(t, obs, path+"/locks", 0) // H2's internal lock is let go after Acquire returns
+	_, _, queued, err := obs.ChildrenW(path + "/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	p.Heal()
+	// H1 queues again behind H2's lease: its lease node waits for room, and
+	// no other lease appears.
+	select {
+	case err := <-first:
+		t.Fatalf("H1: Acquire = %v while H2 holds the only lease: two holders", err)
+	case <-queued:
+	}
+	locks := awaitChildren(t, obs, path+"/locks", 1)
+	h1SID := mustSessionOf(t, obs, path+"/locks/"+locks[0])
+	for _, l := range awaitChildren(t, obs, path+"/leases", 2) {
+		if l != leases[0] && mustSessionOf(t, obs, path+"/leases/"+l) != h1SID {
+			t.Errorf("lease %s is neither H2's nor H1's waiting one", l)
+		}
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("H1: Acquire = %v while H2 holds the only lease", err)
+	default:
+	}
+	h2.Release(1)
+	if err := <-first; err != nil {
+		t.Fatalf("H1: Acquire = %v", err)
+	}
+	h1.Release(1)
+	assertEmpty(t, path)
 }

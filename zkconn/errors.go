@@ -33,6 +33,10 @@ var ErrTLSHandshake = errors.New("zkconn: TLS handshake refused")
 // ZooKeeper would reject, or that dsync refuses to use.
 var ErrBadPath = errors.New("zkconn: bad path")
 
+// ErrKinGone is wrapped by the error of CreateProtectedWhile when the node
+// it may only be made with is gone: nothing was created.
+var ErrKinGone = errors.New("zkconn: kin node gone")
+
 // ErrUnknownOutcome is wrapped by the error of a write whose reply never
 // came: the connection dropped, the caller's ctx ended or the session was
 // lost while it was in flight. It may or may not have been applied.

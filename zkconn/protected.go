@@ -117,7 +117,7 @@ func IsNative(name string) bool {
 // ErrBadPath or go-zookeeper's error) no node is left behind: one that may
 // exist is deleted in the background (see Delete).
 func (h Handle) CreateProtected(ctx context.Context, parent, name string, data []byte) (string, error) {
-	return h.createProtected(ctx, parent, name, data, newUUID())
+	return h.createProtected(ctx, parent, name, data, newUUID(), "")
 }
 
 // CreateProtectedKin is CreateProtected for a node made on behalf of kin, the
@@ -126,14 +126,36 @@ func (h Handle) CreateProtected(ctx context.Context, parent, name string, data [
 // lease nodes of one semaphore acquisition, say). A kin that is not such a
 // name gets a node of its own UUID, as CreateProtected does.
 func (h Handle) CreateProtectedKin(ctx context.Context, parent, name string, data []byte, kin string) (string, error) {
+	return h.createProtected(ctx, parent, name, data, kinUUID(kin), "")
+}
+
+// CreateProtectedWhile is CreateProtectedKin for a node that may only be
+// made while kin, the full path of a node, exists: one transaction checks
+// that kin is there and creates the node. If kin is gone, nothing is created
+// and the error wraps ErrKinGone. (A semaphore's acquirer makes its leases so,
+// kin being its node in the internal lock's queue: an acquirer whose node was
+// deleted while it waited makes none, whatever it believes.)
+func (h Handle) CreateProtectedWhile(ctx context.Context, parent, name string, data []byte, kin string) (string, error) {
+	if err := ValidatePath(kin); err != nil {
+		return "", err
+	}
+	return h.createProtected(ctx, parent, name, data, kinUUID(kin), kin)
+}
+
+// kinUUID returns a new UUID for a node made on behalf of kin: one that
+// begins as kin's does, if CreateProtected made kin.
+func kinUUID(kin string) string {
 	uuid := newUUID()
 	if k, ok := kinOf(kin); ok {
 		uuid = k + uuid[kinLen:]
 	}
-	return h.createProtected(ctx, parent, name, data, uuid)
+	return uuid
 }
 
-func (h Handle) createProtected(ctx context.Context, parent, name string, data []byte, uuid string) (string, error) {
+// createProtected creates the node of CreateProtected, named with uuid; if
+// check is not empty, only while the node at check exists (see
+// CreateProtectedWhile).
+func (h Handle) createProtected(ctx context.Context, parent, name string, data []byte, uuid, check string) (string, error) {
 	if name == "" || strings.ContainsRune(name, '/') {
 		return "", fmt.Errorf("%w: node name %q must be non-empty and free of /", ErrBadPath, name)
 	}
@@ -149,7 +171,7 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 		}
 		var p string
 		err = h.callOr(ctx, func(c *zk.Conn) (err error) {
-			p, err = c.Create(full, data, zk.FlagEphemeral|zk.FlagSequence, h.s.cfg.acl)
+			p, err = createChecked(c, full, data, h.s.cfg.acl, check)
 			return err
 		}, func(err error) {
 			// ctx ended or the session was lost with the create in flight.
@@ -198,6 +220,34 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 			return p, nil
 		}
 	}
+}
+
+// createChecked creates the EPHEMERAL_SEQUENTIAL node full: alone if check
+// is empty, else in one transaction after a check that the node at check
+// exists. A failed check is an error wrapping ErrKinGone; the create's own
+// errors (zk.ErrNoNode for a missing parent, say) come as they are.
+func createChecked(c *zk.Conn, full string, data []byte, acl []zk.ACL, check string) (string, error) {
+	const flags = zk.FlagEphemeral | zk.FlagSequence
+	if check == "" {
+		return c.Create(full, data, flags, acl)
+	}
+	rs, err := c.Multi(
+		&zk.CheckVersionRequest{Path: check, Version: -1},
+		&zk.CreateRequest{Path: full, Data: data, Acl: acl, Flags: flags})
+	if len(rs) != 2 {
+		return "", err // no reply: the connection, the session
+	}
+	switch {
+	case errors.Is(rs[0].Error, zk.ErrNoNode):
+		return "", fmt.Errorf("%w: %s", ErrKinGone, check)
+	case rs[0].Error != nil:
+		return "", rs[0].Error
+	case rs[1].Error != nil:
+		return "", rs[1].Error
+	case err != nil:
+		return "", err
+	}
+	return rs[1].String, nil
 }
 
 // recoverProtected looks under parent for the node whose name starts with

@@ -667,3 +667,39 @@ func TestCloseWhileReplacing(t *testing.T) {
 // settledOf returns the second of Delete's channels: the one that closes
 // once the delete is settled.
 func settledOf(_, settled <-chan struct{}) <-chan struct{} { return settled }
+
+// TestCreateProtectedWhile: the node is made, kin of kin, only while kin
+// exists (its missing parents too); once kin is gone nothing is made and the
+// error wraps ErrKinGone; a bad kin path is refused before anything is sent.
+func TestCreateProtectedWhile(t *testing.T) {
+	s := dial(t, []string{shared.Addr()})
+	h := current(t, s)
+	ctx := context.Background()
+	root := testRoot(t)
+	kin, err := h.CreateProtected(ctx, root+"/locks", "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := root + "/leases/deep"
+	p, err := h.CreateProtectedWhile(ctx, leases, "lease-", []byte("d"), kin)
+	if err != nil {
+		t.Fatalf("CreateProtectedWhile with kin there = %v", err)
+	}
+	if !strings.HasPrefix(p, leases+"/") || !Kin(p, kin) {
+		t.Errorf("created %s; want a child of %s, kin of %s", p, leases, kin)
+	}
+	if _, st, err := h.Conn().Get(p); err != nil || st.EphemeralOwner != h.ID() {
+		t.Fatalf("Get(%s) = %v, %v; want a node of session %#x", p, st, err, h.ID())
+	}
+	<-settledOf(h.Delete(kin))
+	if _, err := h.CreateProtectedWhile(ctx, leases, "lease-", nil, kin); !errors.Is(err, ErrKinGone) {
+		t.Errorf("CreateProtectedWhile with kin gone = %v; want ErrKinGone", err)
+	}
+	if kids, _, err := h.Conn().Children(leases); err != nil || len(kids) != 1 {
+		t.Errorf("children of %s = %v, %v; want only the first node", leases, kids, err)
+	}
+	if _, err := h.CreateProtectedWhile(ctx, leases, "lease-", nil, "relative"); !errors.Is(err, ErrBadPath) {
+		t.Errorf("CreateProtectedWhile with kin %q = %v; want ErrBadPath", "relative", err)
+	}
+	<-settledOf(h.Delete(p))
+}
