@@ -312,8 +312,9 @@ func TestWeightedLockWaiterWhoseNodeWasDeletedCreatesNoLease(t *testing.T) {
 // max-1 Weighted and its lease create never reaches the server; an operator
 // deletes H1's lock node; H2 acquires (it is now first, and the lease is
 // free). When H1's connection comes back, its create is sent again: it must
-// fail (H1's lock node is gone) rather than make a second lease that H1's
-// listing, taken before H2's lease existed, would grant.
+// fail (H1's lock node is gone), and H1 queue again, rather than make a
+// second lease outside the internal lock (where a listing of H1's older than
+// H2's lease would grant it: two holders).
 func TestWeightedHeadWhoseLockNodeWasDeletedMakesNoLease(t *testing.T) {
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
