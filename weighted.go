@@ -359,6 +359,9 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 	if err := <-made; err != nil {
 		return nodes, err
 	}
+	// The first listing, sent once the acquirer was first: a lease missing
+	// from it that is not ours was made since (see usurped).
+	known := children
 	first, watched, waitedOwn := true, false, false
 	for {
 		if lerr != nil {
@@ -370,7 +373,7 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 				missing++
 			}
 		}
-		if missing > 0 && !first {
+		if missing > 0 && !first || usurped(children, known, nodes, w.leases.path) {
 			return nodes, errNodeGone
 		}
 		first = false
@@ -422,6 +425,29 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 		children, watch, lerr = list(ctx, h, w.leases.path, false)
 		watched = false
 	}
+}
+
+// usurped reports whether children, a listing of the leases under parent,
+// holds a node that is neither one of the acquirer's nodes nor in known,
+// its first listing. That listing was served after the acquirer became the
+// head of the internal lock, after every lease of the heads before it had
+// been made (a session's requests are applied in order, and a head lets go
+// only once its creates are done). While the acquirer's lock node exists,
+// only it makes leases; a node made since means an operator deleted that
+// node and another acquirer is the head now. Its leases and ours would then
+// count against each other (with max 1, each would wait for the other
+// forever): the caller gives its own up and queues again. The new lease's
+// create fired the watch the acquirer waits on, so this costs no request;
+// and it compares names, not sequence numbers, which wrap. (A node an
+// operator adds meanwhile makes the acquirer queue again, once: the next
+// first listing has it.)
+func usurped(children, known, nodes []string, parent string) bool {
+	for _, c := range children {
+		if !contains(known, c) && !contains(nodes, parent+"/"+c) {
+			return true
+		}
+	}
+	return false
 }
 
 // start turns granted lease nodes into Leases; the internal lock is already

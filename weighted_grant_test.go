@@ -369,3 +369,56 @@ func TestWeightedHeadWhoseLockNodeWasDeletedMakesNoLease(t *testing.T) {
 	h1.Release(1)
 	assertEmpty(t, path)
 }
+
+// TestWeightedHeadWhoseLockNodeWasDeletedWhileWaitingForRoom: H1 holds the
+// internal lock of a max-1 Weighted and waits for room with its lease (A
+// holds the one lease). An operator deletes H1's lock node, and H2 becomes
+// the head and makes its lease. H1 sees a lease made since it became the
+// head, which only another head can have made: it gives its lease up and
+// queues again behind H2, rather than wait on beside H2's lease (each counting the other,
+// neither would ever fit). The lease goes A, H2, H1.
+func TestWeightedHeadWhoseLockNodeWasDeletedWhileWaitingForRoom(t *testing.T) {
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	a := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := a.Acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	s1 := dial(t, []string{shared.Addr()})
+	h1 := dsync.NewWeighted(s1, path, 1)
+	lock, h1SID, res1 := heldWaiting(t, ctx, obs, path, h1, s1)
+	if err := obs.Delete(lock, -1); err != nil {
+		t.Fatal(err)
+	}
+	h2 := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
+	res2 := make(chan error, 1)
+	go func() { res2 <- h2.Acquire(ctx, 1) }()
+	// H2's lease made H1 give its own up and queue again: H2's lock node,
+	// then H1's; A's lease and H2's.
+	locks := orderedNames(awaitChildren(t, obs, path+"/locks", 2))
+	if got := mustSessionOf(t, obs, path+"/locks/"+locks[1]); got != h1SID {
+		t.Errorf("second internal lock node owned by %#x; want H1's session %#x", got, h1SID)
+	}
+	for _, l := range awaitChildren(t, obs, path+"/leases", 2) {
+		if mustSessionOf(t, obs, path+"/leases/"+l) == h1SID {
+			t.Errorf("H1's lease %s is still there", l)
+		}
+	}
+	a.Release(1)
+	if err := <-res2; err != nil {
+		t.Fatalf("H2: Acquire = %v", err)
+	}
+	select {
+	case err := <-res1:
+		t.Fatalf("H1: Acquire = %v while H2 holds the only lease", err)
+	default:
+	}
+	h2.Release(1)
+	if err := <-res1; err != nil {
+		t.Fatalf("H1: Acquire = %v", err)
+	}
+	h1.Release(1)
+	assertEmpty(t, path)
+}
