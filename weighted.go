@@ -362,7 +362,7 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 	// The first listing, sent once the acquirer was first: a lease missing
 	// from it that is not ours was made since (see usurped).
 	known := children
-	first, watched, waitedOwn := true, false, false
+	first, watched, waitedOwn, vouched := true, false, false, false
 	for {
 		if lerr != nil {
 			return nodes, lerr
@@ -410,6 +410,20 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 			// which sees every release from now on.
 			children, watch, lerr = list(ctx, h, w.leases.path, true)
 			watched = true
+			if !vouched && lerr == nil {
+				// Before the first wait, make sure of known (see
+				// usurped): its reply may have come late (sent
+				// again after a reconnect, say), after an operator
+				// deleted our lock node and another head made its
+				// lease. If the lock node is there after it, it was
+				// there when known was served (a deleted node never
+				// comes back). This costs one request per grant
+				// that waits, and none otherwise.
+				if err := stillThere(ctx, h, lock); err != nil {
+					return nodes, err
+				}
+				vouched = true
+			}
 			continue
 		}
 		select {
@@ -427,20 +441,34 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 	}
 }
 
+// stillThere returns errNodeGone unless node exists.
+func stillThere(ctx context.Context, h zkconn.Handle, node string) error {
+	var there bool
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		there, _, err = c.Exists(node)
+		return err
+	})
+	if err == nil && !there {
+		return errNodeGone
+	}
+	return err
+}
+
 // usurped reports whether children, a listing of the leases under parent,
 // holds a node that is neither one of the acquirer's nodes nor in known,
 // its first listing. That listing was served after the acquirer became the
 // head of the internal lock, after every lease of the heads before it had
 // been made (a session's requests are applied in order, and a head lets go
-// only once its creates are done). While the acquirer's lock node exists,
-// only it makes leases; a node made since means an operator deleted that
-// node and another acquirer is the head now. Its leases and ours would then
-// count against each other (with max 1, each would wait for the other
-// forever): the caller gives its own up and queues again. The new lease's
-// create fired the watch the acquirer waits on, so this costs no request;
-// and it compares names, not sequence numbers, which wrap. (A node an
-// operator adds meanwhile makes the acquirer queue again, once: the next
-// first listing has it.)
+// only once its creates are done); and before its first wait, the acquirer
+// makes sure that its lock node was still there after it (see grant). While
+// the acquirer's lock node exists, only it makes leases; a node made since
+// means an operator deleted that node and another acquirer is the head now.
+// Its leases and ours would then count against each other (with max 1, each
+// would wait for the other forever): the caller gives its own up and queues
+// again. The new lease's create fires the watch the acquirer waits on, so
+// this costs no request; and it compares names, not sequence numbers, which
+// wrap. (A node an operator adds meanwhile makes the acquirer queue again,
+// once: the next first listing has it.)
 func usurped(children, known, nodes []string, parent string) bool {
 	for _, c := range children {
 		if !contains(known, c) && !contains(nodes, parent+"/"+c) {
