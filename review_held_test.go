@@ -22,14 +22,7 @@ func heldWaiting(t *testing.T, ctx context.Context, obs *zk.Conn, path string, h
 	lock := path + "/locks/" + awaitChildren(t, obs, path+"/locks", 1)[0]
 	sid := mustSessionOf(t, obs, lock)
 	awaitChildren(t, obs, path+"/leases", 2)
-	conn := connOf(t, s)
-	for clientWatches(t, conn, path+"/leases") == 0 { // no event tells of a watch set
-		select {
-		case err := <-res:
-			t.Fatalf("Acquire of a full semaphore = %v", err)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+	awaitClientWatch(t, connOf(t, s), path+"/leases", res)
 	return lock, sid, res
 }
 

@@ -213,13 +213,7 @@ func TestReviewWeightedCancelWhileWaitingLeavesNothing(t *testing.T) {
 	go func() { res <- waiter.Acquire(ctx, 1) }()
 	awaitChildren(t, obs, leases, 2)
 	conn := connOf(t, s2)
-	for clientWatches(t, conn, leases) == 0 { // no event tells of a watch set
-		select {
-		case err := <-res:
-			t.Fatalf("Acquire returned %v while full", err)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+	awaitClientWatch(t, conn, leases, res)
 	cancel()
 	select {
 	case err := <-res:
@@ -355,10 +349,7 @@ func TestReviewWeightedCancelOverrunDuringAuthResend(t *testing.T) {
 		res <- err
 	}()
 	awaitChildren(t, obs, path+"/leases", 2)
-	conn := connOf(t, s)
-	for clientWatches(t, conn, path+"/leases") == 0 { // waiting on its watched listing (no event tells of a watch set)
-		time.Sleep(2 * time.Millisecond)
-	}
+	awaitClientWatch(t, connOf(t, s), path+"/leases", res)
 	f := p.Strike(zktest.Match{Op: zktest.OpAuth}, zktest.BlackHole)
 	defer f.Disarm()
 	p.Cut()

@@ -419,7 +419,7 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 				// there when known was served (a deleted node never
 				// comes back). This costs one request per grant
 				// that waits, and none otherwise.
-				if err := stillThere(ctx, h, lock); err != nil {
+				if _, _, err := readNode(ctx, h, lock); err != nil {
 					return nodes, err
 				}
 				vouched = true
@@ -439,19 +439,6 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 		children, watch, lerr = list(ctx, h, w.leases.path, false)
 		watched = false
 	}
-}
-
-// stillThere returns errNodeGone unless node exists.
-func stillThere(ctx context.Context, h zkconn.Handle, node string) error {
-	var there bool
-	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		there, _, err = c.Exists(node)
-		return err
-	})
-	if err == nil && !there {
-		return errNodeGone
-	}
-	return err
 }
 
 // usurped reports whether children, a listing of the leases under parent,

@@ -38,6 +38,24 @@ func clientWatches(t testing.TB, c *zk.Conn, path string) int {
 	return n
 }
 
+// awaitClientWatch blocks until go-zookeeper holds a watch on path for c: an
+// acquirer waiting on its watched listing. ZooKeeper tells no one of a watch
+// set, so it looks again every 2ms; an acquisition that returns meanwhile
+// (its result on res, which it then consumes) fails the test.
+func awaitClientWatch(t testing.TB, c *zk.Conn, path string, res <-chan error) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for clientWatches(t, c, path) == 0 {
+		select {
+		case err := <-res:
+			t.Fatalf("acquisition on %s returned %v while it should wait", path, err)
+		case <-deadline:
+			t.Fatalf("no watch on %s after 30s", path)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
 // connOf returns the *zk.Conn of s's current ZooKeeper session.
 func connOf(t testing.TB, s *zkconn.Session) *zk.Conn {
 	t.Helper()
