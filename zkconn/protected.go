@@ -45,12 +45,12 @@ func newUUID() string {
 func ProtectedName(name string) string { return ProtectedPrefix + newUUID() + "-" + name }
 
 // kinLen is how much of a UUID nodes made together share (see
-// CreateProtectedKin): the first 48 bits, random; the rest of each UUID,
+// CreateProtectedWhile): the first 48 bits, random; the rest of each UUID,
 // random too, keeps it unique for CreateProtected's recovery.
 const kinLen = len("01234567-89ab")
 
 // Kin reports whether a and b (node names or paths) are nodes written by
-// CreateProtected or CreateProtectedKin from one another: their UUIDs begin
+// CreateProtected or CreateProtectedWhile from one another: their UUIDs begin
 // alike.
 func Kin(a, b string) bool {
 	ka, oka := kinOf(a)
@@ -120,36 +120,23 @@ func (h Handle) CreateProtected(ctx context.Context, parent, name string, data [
 	return h.createProtected(ctx, parent, name, data, newUUID(), "")
 }
 
-// CreateProtectedKin is CreateProtected for a node made on behalf of kin, the
-// name or path of a node CreateProtected made: Kin reports true for the two names, so
-// that a reader of the tree can tell which nodes were made together (the
-// lease nodes of one semaphore acquisition, say). A kin that is not such a
-// name gets a node of its own UUID, as CreateProtected does.
-func (h Handle) CreateProtectedKin(ctx context.Context, parent, name string, data []byte, kin string) (string, error) {
-	return h.createProtected(ctx, parent, name, data, kinUUID(kin), "")
-}
-
-// CreateProtectedWhile is CreateProtectedKin for a node that may only be
-// made while kin, the full path of a node, exists: one transaction checks
+// CreateProtectedWhile is CreateProtected for a node made on behalf of kin,
+// the full path of a node, and only while kin exists: one transaction checks
 // that kin is there and creates the node. If kin is gone, nothing is created
-// and the error wraps ErrKinGone. (A semaphore's acquirer makes its leases so,
-// kin being its node in the internal lock's queue: an acquirer whose node was
-// deleted while it waited makes none, whatever it believes.)
+// and the error wraps ErrKinGone. If CreateProtected made kin, Kin reports
+// true for the two names, so that a reader of the tree can tell which nodes
+// were made together. (A semaphore's acquirer makes its leases so, kin being
+// its node in the internal lock's queue: an acquirer whose node was deleted
+// makes none, whatever it believes.)
 func (h Handle) CreateProtectedWhile(ctx context.Context, parent, name string, data []byte, kin string) (string, error) {
 	if err := ValidatePath(kin); err != nil {
 		return "", err
 	}
-	return h.createProtected(ctx, parent, name, data, kinUUID(kin), kin)
-}
-
-// kinUUID returns a new UUID for a node made on behalf of kin: one that
-// begins as kin's does, if CreateProtected made kin.
-func kinUUID(kin string) string {
 	uuid := newUUID()
 	if k, ok := kinOf(kin); ok {
 		uuid = k + uuid[kinLen:]
 	}
-	return uuid
+	return h.createProtected(ctx, parent, name, data, uuid, kin)
 }
 
 // createProtected creates the node of CreateProtected, named with uuid; if
