@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +29,9 @@ import (
 //	p50-ms    median acquire latency (Lock, or Acquire), per acquisition
 //	p99-ms    99th percentile of the same
 //	zkreq/op  requests the server received per cycle (mntr deltas)
+//	syscalls/op  read and write calls of the system this process made per
+//	          cycle (/proc/self/io: syscr and syscw), which the CPU time
+//	          per cycle follows and noise does not move
 //
 // zkreq/op is the delta of mntr's zk_packets_received over the timed cycles,
 // less the mntr request that reads it. ZooKeeper 3.8 has no counter that
@@ -136,6 +141,7 @@ func runCycles(b *testing.B, workers []func() (time.Duration, error)) {
 		}
 	}
 	before := packetsReceived(b)
+	calls := syscalls(b)
 	var next atomic.Int64
 	lats := make([][]time.Duration, len(workers))
 	errs := make(chan error, len(workers))
@@ -159,6 +165,7 @@ func runCycles(b *testing.B, workers []func() (time.Duration, error)) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	calls = syscalls(b) - calls
 	close(errs)
 	if err := <-errs; err != nil {
 		b.Fatal(err)
@@ -171,6 +178,29 @@ func runCycles(b *testing.B, workers []func() (time.Duration, error)) {
 	b.ReportMetric(benchMillis(benchPercentile(all, 0.50)), "p50-ms")
 	b.ReportMetric(benchMillis(benchPercentile(all, 0.99)), "p99-ms")
 	b.ReportMetric(float64(after-before-1)/float64(b.N), "zkreq/op")
+	b.ReportMetric(float64(calls)/float64(b.N), "syscalls/op")
+}
+
+// syscalls returns the read and write calls of the system this process has
+// made (syscr + syscw of /proc/self/io).
+func syscalls(b *testing.B) int64 {
+	b.Helper()
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Fatalf("syscalls: %v", err)
+	}
+	var n int64
+	for line := range strings.SplitSeq(string(data), "\n") {
+		name, value, _ := strings.Cut(line, ": ")
+		if name == "syscr" || name == "syscw" {
+			v, err := strconv.ParseInt(value, 10, 64)
+			if err != nil {
+				b.Fatalf("syscalls: /proc/self/io: %q: %v", line, err)
+			}
+			n += v
+		}
+	}
+	return n
 }
 
 // benchPercentile returns the q-quantile of sorted (nearest rank), 0 if empty.

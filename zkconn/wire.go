@@ -142,6 +142,11 @@ func (w *wire) aliveUntil() time.Time {
 // tap is one connection of a wire. go-zookeeper writes each frame (a 4-byte
 // length, then the body) in one Write, from one goroutine at a time, and
 // reads from one goroutine.
+//
+// go-zookeeper reads a frame's length and then its body, two reads; a tap
+// reads what the connection has, up to tapReadSize bytes at once, and
+// serves the next reads from it, so a frame usually costs one read call of
+// the system, not two.
 type tap struct {
 	net.Conn
 	w *wire
@@ -149,8 +154,15 @@ type tap struct {
 	mu      sync.Mutex
 	pending []int64 // write times (ns since base) of requests not yet answered, oldest first
 	wrote   bool    // the connect request has gone out
-	rbuf    []byte  // a partial frame read
-	greeted bool    // the connect response has been read
+
+	// Only the reading goroutine touches these. Offsets count the bytes
+	// the server sent on the connection.
+	rbuf     []byte // a partial frame read
+	rbase    int64  // the offset of rbuf[0]
+	greetEnd int64  // the offset just past the connect response; 0 until it is read
+	in       []byte // read from the connection, not yet returned by Read
+	inBuf    []byte // in's storage, tapReadSize bytes
+	given    int64  // the offset of in[0]: how many bytes Read has returned
 
 	// hold, under the race detector only, keeps go-zookeeper from reading
 	// replies on a connection after the first until it has sent the watches
@@ -212,38 +224,71 @@ const (
 )
 
 func (t *tap) Read(b []byte) (int, error) {
-	if t.hold != nil {
-		t.mu.Lock()
-		greeted := t.greeted
-		t.mu.Unlock()
-		if greeted { // the connect response passes: go-zookeeper waits for it first
-			<-t.hold
-		}
+	if t.hold != nil && t.greetEnd > 0 && t.given >= t.greetEnd {
+		<-t.hold // the connect response passes: go-zookeeper waits for it first
 	}
-	n, err := t.Conn.Read(b)
-	if n > 0 {
-		t.mu.Lock()
-		t.rbuf = append(t.rbuf, b[:n]...)
-		for len(t.rbuf) >= 4 {
-			end := 4 + int(binary.BigEndian.Uint32(t.rbuf))
-			if len(t.rbuf) < end {
-				break
-			}
-			t.frame(t.rbuf[4:end])
-			t.rbuf = append(t.rbuf[:0], t.rbuf[end:]...)
+	if len(t.in) == 0 {
+		if len(b) >= tapReadSize { // a large frame's body: straight into b
+			n, err := t.Conn.Read(b)
+			t.scan(b[:n])
+			t.given += int64(n)
+			return n, err
 		}
-		t.mu.Unlock()
+		if t.inBuf == nil {
+			t.inBuf = make([]byte, tapReadSize)
+		}
+		// An error that comes with bytes is dropped, as io.ReadFull
+		// drops one that comes with the last bytes it needs: one that
+		// lasts (the end of the connection, a TLS alert) comes again
+		// with the next read, and a timeout belongs to its own read.
+		n, err := t.Conn.Read(t.inBuf)
+		t.scan(t.inBuf[:n])
+		if n == 0 {
+			return 0, err
+		}
+		t.in = t.inBuf[:n]
 	}
-	return n, err
+	n := len(t.in)
+	if t.hold != nil && t.given < t.greetEnd {
+		n = int(min(int64(n), t.greetEnd-t.given)) // the hold starts right after it
+	}
+	n = copy(b, t.in[:n])
+	t.in = t.in[n:]
+	t.given += int64(n)
+	return n, nil
+}
+
+// tapReadSize is how many bytes a tap asks the connection for at once: a
+// few replies of a lock's requests.
+const tapReadSize = 4096
+
+// scan takes bytes just read from the connection.
+func (t *tap) scan(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	t.rbuf = append(t.rbuf, b...)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for len(t.rbuf) >= 4 {
+		end := 4 + int(binary.BigEndian.Uint32(t.rbuf))
+		if len(t.rbuf) < end {
+			break
+		}
+		t.frame(t.rbuf[4:end], t.rbase+int64(end))
+		t.rbase += int64(end)
+		t.rbuf = append(t.rbuf[:0], t.rbuf[end:]...)
+	}
 }
 
 // xidNotification marks a watch event, which answers no request.
 const xidNotification = -1
 
-// frame takes one frame the server sent. The caller holds t.mu.
-func (t *tap) frame(f []byte) {
-	if !t.greeted {
-		t.greeted = true
+// frame takes one frame the server sent, which ends at offset end. The
+// caller holds t.mu.
+func (t *tap) frame(f []byte, end int64) {
+	if t.greetEnd == 0 {
+		t.greetEnd = end
 		// connect response: protocol version, timeout (ms), session id
 		if len(f) < 16 {
 			return

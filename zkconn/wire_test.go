@@ -1,7 +1,12 @@
 package zkconn
 
 import (
+	"bytes"
+	"encoding/binary"
+	"io"
 	"net"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,5 +78,115 @@ func TestWireRefusesSecondSession(t *testing.T) {
 	}
 	if ok, _, err := obs.Exists("/wire-test-queued"); ok || err != nil {
 		t.Errorf("Exists(/wire-test-queued) = %v, %v; want false", ok, err)
+	}
+}
+
+// countingConn counts the reads that reach a connection.
+type countingConn struct {
+	net.Conn
+	reads *atomic.Int64
+}
+
+func (c countingConn) Read(b []byte) (int, error) {
+	c.reads.Add(1)
+	return c.Conn.Read(b)
+}
+
+// TestTapReadsAFrameAtOnce: go-zookeeper reads a frame's length, then its
+// body; through a tap, a reply that came whole costs one read of the
+// connection, not two. Replies larger than the tap's buffer come through
+// whole too.
+func TestTapReadsAFrameAtOnce(t *testing.T) {
+	var reads atomic.Int64 // of every connection
+	w := newWire(func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, reads: &reads}, nil
+	})
+	conn, _, err := zk.Connect([]string{shared.Addr()}, 30*time.Second, zk.WithDialer(w.dialer()), zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 20000) // 320 kB: many reads of the tap's size
+	path, err := conn.Create("/tap-test", big, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	before := reads.Load()
+	for range n {
+		if _, _, err := conn.Exists("/"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One read a reply, give or take a ping's reply and a reply that came
+	// in two segments; without the tap's buffer, two a reply.
+	if got := reads.Load() - before; got > n+n/10 {
+		t.Errorf("%d replies took %d reads of the connection; want about one each", n, got)
+	}
+	for range 3 {
+		got, _, err := conn.Get(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, big) {
+			t.Fatalf("Get(%s) returned %d bytes, not the %d written", path, len(got), len(big))
+		}
+	}
+}
+
+// chunkConn serves Read from a list of chunks, one chunk or part of one a
+// call; it returns err with the last bytes and on every read after them, as
+// a connection that ended does.
+type chunkConn struct {
+	net.Conn
+	chunks [][]byte
+	err    error
+}
+
+func (c *chunkConn) Read(b []byte) (int, error) {
+	if len(c.chunks) == 0 {
+		return 0, c.err
+	}
+	n := copy(b, c.chunks[0])
+	c.chunks[0] = c.chunks[0][n:]
+	if len(c.chunks[0]) == 0 {
+		c.chunks = c.chunks[1:]
+	}
+	if len(c.chunks) == 0 {
+		return n, c.err // data and an error in one call, as io.Reader allows
+	}
+	return n, nil
+}
+
+// frameOf makes a frame: a 4-byte length, then body.
+func frameOf(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// TestTapHoldStopsAtTheConnectResponse: under a hold, a read that could
+// take more than the connect response stops at its end, so that the next
+// read waits for the hold; after it, the bytes that follow come. (Framings
+// of every kind: TestReviewTapRandomFraming.)
+func TestTapHoldStopsAtTheConnectResponse(t *testing.T) {
+	greeting := make([]byte, 36) // protocol version, timeout, session id, password
+	binary.BigEndian.PutUint64(greeting[8:16], 0x1234)
+	next := frameOf(make([]byte, 16)) // a reply, or a notification
+	stream := slices.Concat(frameOf(greeting), next)
+	tp := &tap{Conn: &chunkConn{chunks: [][]byte{stream}, err: io.EOF}, w: newWire(nil), hold: make(chan struct{})}
+	b := make([]byte, len(stream))
+	n, err := tp.Read(b)
+	if err != nil || n != 4+len(greeting) {
+		t.Fatalf("Read = %d, %v; want the %d bytes of the connect response", n, err, 4+len(greeting))
+	}
+	if tp.given != tp.greetEnd {
+		t.Fatalf("%d bytes returned, the connect response ends at %d: the next Read would not wait for the hold", tp.given, tp.greetEnd)
+	}
+	tp.unhold()
+	if n, err := tp.Read(b); err != nil || !bytes.Equal(b[:n], next) {
+		t.Fatalf("Read after the hold = %d, %v; want the %d bytes after the connect response", n, err, len(next))
 	}
 }
