@@ -365,31 +365,21 @@ func (q *queue) past(ctx context.Context, e *entry, ahead []queued, deleting map
 	}
 }
 
-// create creates e's node while listing the queue, and returns the nodes
-// ahead of it. The listing is sent from another goroutine while the create
-// is, so that both take one round trip; ZooKeeper answers a session's
-// requests in order, so a listing sent after the create includes the node.
-// One that went out first lacks it, and then create lists again.
+// create creates e's node while listing the queue, in one round trip (see
+// zkconn.Handle.CreateProtectedListing), and returns the nodes ahead of it.
+// If that listing failed, it lists again.
 func (q *queue) create(ctx context.Context, e *entry) ([]queued, error) {
-	listed := make(chan error, 1)
-	var children []string
-	go func() {
-		listed <- e.h.Do(ctx, func(c *zk.Conn) (err error) {
-			children, _, err = c.Children(q.path)
-			return err
-		})
-	}()
-	var err error
-	e.node, err = e.h.CreateProtected(ctx, q.path, q.marker, q.data)
-	lerr := <-listed
+	var (
+		children []string
+		err      error
+	)
+	e.node, children, err = e.h.CreateProtectedListing(ctx, q.path, q.marker, q.data)
 	if err != nil {
 		return nil, err
 	}
 	name := e.node[len(q.path)+1:]
-	if lerr == nil {
-		if ahead, ok := q.before(children, name); ok {
-			return ahead, nil
-		}
+	if ahead, ok := q.before(children, name); ok {
+		return ahead, nil
 	}
 	return q.ahead(ctx, e.h, name)
 }

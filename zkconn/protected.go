@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -118,6 +120,42 @@ func IsNative(name string) bool {
 // exist is deleted in the background (see Delete).
 func (h Handle) CreateProtected(ctx context.Context, parent, name string, data []byte) (string, error) {
 	return h.createProtected(ctx, parent, name, data, newUUID(), "")
+}
+
+// CreateProtectedListing is CreateProtected that also lists parent's
+// children in the same round trip: the listing is sent as soon as the
+// create has gone out on the connection, so that ZooKeeper, which answers
+// a session's requests in order, serves it after the create. children is
+// nil when the listing failed, or did not show the node (the connection
+// dropped between the two, say); the caller then lists again if it needs
+// to. The node and the error are CreateProtected's.
+func (h Handle) CreateProtectedListing(ctx context.Context, parent, name string, data []byte) (node string, children []string, err error) {
+	uuid := newUUID()
+	sent, unblock := h.gen.c.wire.awaitWrite(parent+"/"+ProtectedPrefix+uuid+"-"+name, opCreate)
+	listed := make(chan []string, 1)
+	var failed atomic.Bool
+	go func() {
+		defer close(listed)
+		<-sent // or unblocked: below, once the create is done
+		if failed.Load() {
+			return
+		}
+		var cs []string
+		if err := h.Do(ctx, func(c *zk.Conn) (err error) {
+			cs, _, err = c.Children(parent)
+			return err
+		}); err == nil {
+			listed <- cs
+		}
+	}()
+	node, err = h.createProtected(ctx, parent, name, data, uuid, "")
+	failed.Store(err != nil)
+	unblock()
+	children = <-listed
+	if err != nil || !slices.Contains(children, node[len(parent)+1:]) {
+		return node, nil, err
+	}
+	return node, children, nil
 }
 
 // CreateProtectedWhile is CreateProtected for a node made on behalf of kin,

@@ -31,11 +31,12 @@ import (
 //     after it last heard from it, so until heard + timeout the session is
 //     alive (ZooKeeper answers a session's requests in order, so a reply
 //     answers the oldest request still unanswered, or a later one).
-//   - A delete can be followed out: awaitDelete's channel closes once a
-//     request deleting the path (a delete, or a multi with one) has been
-//     written to a connection. ZooKeeper applies one session's requests in
-//     the order they come on its connection, so anything written after it
-//     comes after the delete, without waiting for its reply.
+//   - A request can be followed out: awaitWrite's channel closes once a
+//     request of the kinds asked for, naming the path (a delete, or a multi
+//     with one; a create), has been written to a connection. ZooKeeper
+//     applies one session's requests in the order they come on its
+//     connection, so anything written after it comes after the request,
+//     without waiting for its reply.
 type wire struct {
 	dial zk.Dialer
 
@@ -47,7 +48,7 @@ type wire struct {
 	rtt     atomic.Int64 // recent round trips, in ns: the longest, decaying
 
 	mu      sync.Mutex
-	deletes map[string][]chan struct{} // jute-encoded path → awaitDelete's channels
+	writes  map[string][]awaited       // jute-encoded path → awaitWrite's channels
 	pending map[string]<-chan struct{} // path → settling of a guaranteed delete under way
 }
 
@@ -77,51 +78,76 @@ func (w *wire) dialer() zk.Dialer {
 	}
 }
 
-// awaitDelete returns a channel that closes once a request deleting path has
-// been written to a connection (see wire), and a func that closes it at once
-// if it is still open.
-func (w *wire) awaitDelete(path string) (<-chan struct{}, func()) {
+// The opcodes of the requests awaitWrite follows.
+const (
+	opCreate = 1
+	opDelete = 2
+	opMulti  = 14
+)
+
+// awaited is one awaitWrite: its channel, and the opcodes it waits for.
+type awaited struct {
+	ch  chan struct{}
+	ops []int32
+}
+
+// awaitWrite returns a channel that closes once a request of one of ops
+// naming path has been written to a connection (see wire), and a func that
+// closes it at once if it is still open.
+func (w *wire) awaitWrite(path string, ops ...int32) (<-chan struct{}, func()) {
 	key := string(binary.BigEndian.AppendUint32(nil, uint32(len(path)))) + path
-	ch := make(chan struct{})
+	a := awaited{ch: make(chan struct{}), ops: ops}
 	w.mu.Lock()
-	if w.deletes == nil {
-		w.deletes = make(map[string][]chan struct{})
+	if w.writes == nil {
+		w.writes = make(map[string][]awaited)
 	}
-	w.deletes[key] = append(w.deletes[key], ch)
+	w.writes[key] = append(w.writes[key], a)
 	w.mu.Unlock()
-	return ch, func() {
+	return a.ch, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if i := slices.Index(w.deletes[key], ch); i >= 0 {
-			close(ch)
-			w.deletes[key] = slices.Delete(w.deletes[key], i, i+1)
-			if len(w.deletes[key]) == 0 {
-				delete(w.deletes, key)
+		if i := slices.IndexFunc(w.writes[key], func(b awaited) bool { return b.ch == a.ch }); i >= 0 {
+			close(a.ch)
+			w.writes[key] = slices.Delete(w.writes[key], i, i+1)
+			if len(w.writes[key]) == 0 {
+				delete(w.writes, key)
 			}
 		}
 	}
 }
 
-// wrote closes the awaitDelete channels of the paths that frame b, just
-// written, deletes: a path (as jute writes it: length, then bytes) in a
-// delete or a multi request. A multi's other paths match too (the delete of
-// a node comes with signals on other paths only).
+// awaitDelete is awaitWrite for a request deleting path: a delete, or a
+// multi with one. A multi's other paths match too (the delete of a node
+// comes with signals on other paths only).
+func (w *wire) awaitDelete(path string) (<-chan struct{}, func()) {
+	return w.awaitWrite(path, opDelete, opMulti)
+}
+
+// wrote closes the awaitWrite channels that frame b, just written, answers:
+// its opcode is one they wait for, and it names their path (as jute writes
+// it: length, then bytes).
 func (w *wire) wrote(b []byte) {
-	const opDelete, opMulti = 2, 14
 	if len(b) < 12 {
 		return
 	}
-	if op := int32(binary.BigEndian.Uint32(b[8:12])); op != opDelete && op != opMulti {
-		return
-	}
+	op := int32(binary.BigEndian.Uint32(b[8:12]))
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for key, chs := range w.deletes {
-		if bytes.Contains(b[12:], []byte(key)) {
-			for _, ch := range chs {
-				close(ch)
+	for key, as := range w.writes {
+		if !bytes.Contains(b[12:], []byte(key)) {
+			continue
+		}
+		as = slices.DeleteFunc(as, func(a awaited) bool {
+			if slices.Contains(a.ops, op) {
+				close(a.ch)
+				return true
 			}
-			delete(w.deletes, key)
+			return false
+		})
+		if len(as) == 0 {
+			delete(w.writes, key)
+		} else {
+			w.writes[key] = as
 		}
 	}
 }

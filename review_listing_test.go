@@ -1,0 +1,137 @@
+package dsync_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// createOf matches a protected create under path.
+func createOf(path string) zktest.Match {
+	return zktest.Match{Op: zktest.OpCreate, Path: path + "/" + zkconn.ProtectedPrefix, Prefix: true}
+}
+
+// listingRig is a lock a holds, and b, whose session goes through a proxy
+// that strikes its next create under the lock's path with an action.
+type listingRig struct {
+	path string
+	obs  *zk.Conn
+	a, b *dsync.Mutex
+	p    *zktest.Proxy
+	f    *zktest.Fault
+	ctx  context.Context
+}
+
+func newListingRig(t *testing.T, action zktest.Action) listingRig {
+	t.Helper()
+	r := listingRig{path: lockPath(t), obs: observer(t, shared.Addr())}
+	r.a = dsync.NewMutex(dial(t, []string{shared.Addr()}), r.path)
+	r.p = zktest.NewProxy(t, shared.Addr())
+	r.b = dsync.NewMutex(dial(t, []string{r.p.Addr()}, zkconn.WithSessionTimeout(20*time.Second)), r.path)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	r.ctx = ctx
+	if _, err := r.a.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.f = r.p.Strike(createOf(r.path), action)
+	t.Cleanup(r.f.Disarm)
+	return r
+}
+
+// TestReviewListingJoinFaults: while a holds the lock, b joins through a
+// proxy whose create is struck (applied with its reply lost; not applied;
+// applied with its reply swallowed until a cut): b must wait behind a, hold
+// only after a's Unlock, and leave exactly one node.
+func TestReviewListingJoinFaults(t *testing.T) {
+	for _, action := range []zktest.Action{zktest.Lose, zktest.Cut, zktest.Drop} {
+		t.Run(action.String(), func(t *testing.T) {
+			r := newListingRig(t, action)
+			path, obs, a, b, p, f, ctx := r.path, r.obs, r.a, r.b, r.p, r.f, r.ctx
+			var released atomic.Bool
+			res := make(chan error, 1)
+			go func() {
+				_, err := b.LockContext(ctx)
+				if err == nil && !released.Load() {
+					err = errors.New("b holds while a does")
+				}
+				res <- err
+			}()
+			<-f.Struck()
+			if action == zktest.Drop {
+				awaitChildren(t, obs, path, 2)
+				p.Cut()
+			}
+			awaitChildren(t, obs, path, 2)
+			// b is queued behind a, or about to be. a's node is
+			// released once b's node exists either way.
+			released.Store(true)
+			a.Unlock()
+			if err := <-res; err != nil {
+				t.Fatalf("b.LockContext = %v", err)
+			}
+			if kids := children(t, obs, path); len(kids) != 1 {
+				t.Fatalf("children = %v; want b's node only", kids)
+			}
+			b.Unlock()
+			awaitChildren(t, obs, path, 0)
+		})
+	}
+}
+
+// TestReviewListingTryLockFaults: TryLockContext while another holds, with
+// the create struck: ErrWouldBlock, and no node left behind.
+func TestReviewListingTryLockFaults(t *testing.T) {
+	for _, action := range []zktest.Action{zktest.Lose, zktest.Cut} {
+		t.Run(action.String(), func(t *testing.T) {
+			r := newListingRig(t, action)
+			path, obs, a, b, f, ctx := r.path, r.obs, r.a, r.b, r.f, r.ctx
+			if _, err := b.TryLockContext(ctx); !errors.Is(err, dsync.ErrWouldBlock) {
+				t.Fatalf("b.TryLockContext = %v; want ErrWouldBlock", err)
+			}
+			<-f.Struck()
+			awaitChildren(t, obs, path, 1)
+			a.Unlock()
+			awaitChildren(t, obs, path, 0)
+		})
+	}
+}
+
+// TestReviewListingCycleRequests: an uncontended LockContext/Unlock cycle
+// with a cancellable ctx costs the same requests every time: the listing
+// sent with the create never comes back without the node, so none is sent
+// twice.
+func TestReviewListingCycleRequests(t *testing.T) {
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	p := zktest.NewProxy(t, shared.Addr())
+	m := dsync.NewMutex(dial(t, []string{p.Addr()}), path)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cycle := func() {
+		if _, err := m.LockContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m.Unlock()
+		awaitChildren(t, obs, path, 0)
+	}
+	cycle() // parents
+	before := p.Requests()
+	cycle()
+	per := p.Requests() - before
+	const n = 100
+	before = p.Requests()
+	for range n {
+		cycle()
+	}
+	if got := p.Requests() - before; got != n*per {
+		t.Errorf("%d cycles took %d requests; want %d (%d each)", n, got, n*per, per)
+	}
+}
