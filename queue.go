@@ -367,7 +367,8 @@ func (q *queue) past(ctx context.Context, e *entry, ahead []queued, deleting map
 
 // create creates e's node while listing the queue, in one round trip (see
 // zkconn.Handle.CreateProtectedListing), and returns the nodes ahead of it.
-// If that listing failed, it lists again.
+// Without that listing (it failed, or did not show the node), it lists
+// again.
 func (q *queue) create(ctx context.Context, e *entry) ([]queued, error) {
 	var (
 		children []string
