@@ -11,6 +11,17 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
+// heldWeighted returns a max-1 Weighted on path, on a session of its own,
+// that holds its one lease.
+func heldWeighted(t *testing.T, path string) *dsync.Weighted {
+	t.Helper()
+	w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
+	if err := w.Acquire(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // heldWaiting starts h.Acquire(ctx, 1) on a max-1 semaphore whose one lease
 // is held, and returns once h waits for room: its lease is listed and it
 // watches the leases (client side, conn). It returns h's lock node and
@@ -95,10 +106,7 @@ func TestReviewHeldDeletedWhileDisconnected(t *testing.T) {
 func TestReviewHeldCancelLeavesNoWatch(t *testing.T) {
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
-	a := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
-	if err := a.Acquire(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
+	a := heldWeighted(t, path)
 	s := dial(t, []string{shared.Addr()})
 	h1 := dsync.NewWeighted(s, path, 1)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -22,10 +22,7 @@ func r2Disconnected(t *testing.T, timeout time.Duration) (*zktest.Proxy, *zkconn
 	t.Helper()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
-	holder := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
-	if err := holder.Acquire(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldWeighted(t, path)
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(timeout))
 	sub := s.Subscribe()

@@ -202,10 +202,7 @@ func TestReviewWeightedCancelWhileWaitingLeavesNothing(t *testing.T) {
 	path := lockPath(t)
 	leases := path + "/leases"
 	obs := observer(t, shared.Addr())
-	holder := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
-	if err := holder.Acquire(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldWeighted(t, path)
 	s2 := dial(t, []string{shared.Addr()})
 	waiter := dsync.NewWeighted(s2, path, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -285,10 +282,7 @@ func TestReviewWeightedExpiryWhileWaiting(t *testing.T) {
 	path := lockPath(t)
 	leases := path + "/leases"
 	obs := observer(t, shared.Addr())
-	holder := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
-	if err := holder.Acquire(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldWeighted(t, path)
 	p := zktest.NewProxy(t, shared.Addr())
 	s2 := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(4*time.Second))
 	sub := s2.Subscribe()
@@ -329,10 +323,7 @@ func TestReviewWeightedExpiryWhileWaiting(t *testing.T) {
 func TestReviewWeightedCancelOverrunDuringAuthResend(t *testing.T) {
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
-	holder := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
-	if err := holder.Acquire(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldWeighted(t, path)
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()}, zkconn.WithDigestAuth("rw", "pw"), zkconn.WithSessionTimeout(6*time.Second))
 	sub := s.Subscribe()

@@ -309,8 +309,9 @@ func (w *Weighted) acquire(ctx context.Context, n int64, wait, track bool) ([]*L
 // fails with ErrWouldBlock instead, unless what is in the way is only leases
 // this session is deleting: it waits for those once. The caller holds
 // the internal lock, so nobody else adds lease nodes meanwhile, unless an
-// operator deletes its lock node (see usurped). On failure it deletes the nodes it made, adding the
-// deletes to w.undoing (the caller holds the gate).
+// operator deletes its lock node (see usurped). On failure it deletes the
+// nodes it made, adding the deletes to w.undoing (the caller holds the
+// gate).
 //
 // Invariant: dsync creates a lease node only while its acquirer's node in
 // the internal lock's queue exists, checked in the create's transaction

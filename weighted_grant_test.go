@@ -375,8 +375,8 @@ func TestWeightedHeadWhoseLockNodeWasDeletedMakesNoLease(t *testing.T) {
 // holds the one lease). An operator deletes H1's lock node, and H2 becomes
 // the head and makes its lease. H1 sees a lease made since it became the
 // head, which only another head can have made: it gives its lease up and
-// queues again behind H2, rather than wait on beside H2's lease (each counting the other,
-// neither would ever fit). The lease goes A, H2, H1.
+// queues again behind H2, rather than wait on beside H2's lease (each
+// counting the other, neither would ever fit). The lease goes A, H2, H1.
 func TestWeightedHeadWhoseLockNodeWasDeletedWhileWaitingForRoom(t *testing.T) {
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())

@@ -131,7 +131,7 @@ func (h Handle) CreateProtected(ctx context.Context, parent, name string, data [
 // to. The node and the error are CreateProtected's.
 func (h Handle) CreateProtectedListing(ctx context.Context, parent, name string, data []byte) (node string, children []string, err error) {
 	uuid := newUUID()
-	sent, unblock := h.gen.c.wire.awaitWrite(parent+"/"+ProtectedPrefix+uuid+"-"+name, opCreate)
+	sent, unblock := h.gen.c.wire.awaitWrite(protectedPath(parent, name, uuid), opCreate)
 	listed := make(chan []string, 1)
 	var failed atomic.Bool
 	go func() {
@@ -188,7 +188,7 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 		return "", err
 	}
 	prefix := ProtectedPrefix + uuid + "-"
-	full := parent + "/" + prefix + name
+	full := protectedPath(parent, name, uuid)
 	for {
 		link, err := h.ready(ctx)
 		if err != nil {
@@ -245,6 +245,12 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 			return p, nil
 		}
 	}
+}
+
+// protectedPath is the path createProtected asks for: the node's, less the
+// sequence number.
+func protectedPath(parent, name, uuid string) string {
+	return parent + "/" + ProtectedPrefix + uuid + "-" + name
 }
 
 // createChecked creates the EPHEMERAL_SEQUENTIAL node full: alone if check

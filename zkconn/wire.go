@@ -131,6 +131,9 @@ func (w *wire) wrote(b []byte) {
 		return
 	}
 	op := int32(binary.BigEndian.Uint32(b[8:12]))
+	if op != opCreate && op != opDelete && op != opMulti {
+		return // no awaitWrite follows it: pings, reads, most frames
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for key, as := range w.writes {
