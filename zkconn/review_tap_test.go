@@ -89,7 +89,7 @@ func TestReviewTapRandomFraming(t *testing.T) {
 		w := newWire(nil)
 		tp := &tap{Conn: &chunkConn{chunks: chunks, err: errEnd}, w: w}
 		if held {
-			tp.hold = make(chan struct{})
+			tp.hold, tp.holdFor = make(chan struct{}), time.Hour
 		}
 		tp.pending = make([]int64, 1+requests)
 		tp.wrote = true

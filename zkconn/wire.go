@@ -72,7 +72,8 @@ func (w *wire) dialer() zk.Dialer {
 		t := &tap{Conn: c, w: w}
 		if raceEnabled && w.dialed.Add(1) > 1 {
 			t.hold = make(chan struct{})
-			time.AfterFunc(holdFor, t.unhold)
+			t.holdFor = holdFor
+			t.authed = make(chan struct{}, 1)
 		}
 		return t, nil
 	}
@@ -199,16 +200,33 @@ type tap struct {
 	// none. go-zookeeper v1.0.4 reads Conn.lastZxid for that request while
 	// its receiving goroutine may write it for a reply (go-zookeeper/zk#35):
 	// a data race of the dependency, harmless, which would fail every test
-	// that reconnects with a watch set. A session with credentials is not
-	// held (go-zookeeper waits for their reply before it sends anything,
-	// and writes lastZxid for that reply itself). Without the race
-	// detector nothing is held.
-	hold     chan struct{}
-	holdOnce sync.Once
+	// that reconnects with a watch set. The hold orders the read before
+	// every such write: a reply is given to go-zookeeper only once the
+	// setWatches request, which goes out after the read, has been written.
+	//
+	// A session with credentials sends them first (setAuth) and sends
+	// nothing more, setWatches included, until their replies are read: each
+	// setAuth written lets the frames up to its reply through (ZooKeeper
+	// answers it with zxid 0, so go-zookeeper writes no lastZxid for it),
+	// and the hold goes on after it. Without the race detector nothing is
+	// held.
+	//
+	// Invariant, while hold is open: Read gives go-zookeeper no byte at or
+	// past open. open is the end of the connect response, then of the last
+	// reply to a setAuth, and -1 once the hold has ended; the hold's timer
+	// runs holdFor from each end.
+	hold      chan struct{}
+	holdOnce  sync.Once
+	holdFor   time.Duration
+	holdTimer *time.Timer   // reading goroutine only
+	open      int64         // reading goroutine only
+	authed    chan struct{} // a setAuth was written; holds one signal
+	authXids  []int32       // under mu: the xids of the setAuth requests written, not yet answered
 }
 
-// holdFor bounds tap.hold: go-zookeeper sends its watches again at once
-// after a reconnect, if it has any.
+// holdFor bounds tap.hold, from the end of the connect response and of
+// each reply to a setAuth: go-zookeeper sends its watches again at once
+// after them, if it has any.
 const holdFor = 100 * time.Millisecond
 
 // unhold ends the hold.
@@ -230,15 +248,26 @@ func (t *tap) Write(b []byte) (int, error) {
 		}
 	}
 	t.pending = append(t.pending, now) // each Write is one request
+	var op int32
+	if t.hold != nil && len(b) >= 12 {
+		op = int32(binary.BigEndian.Uint32(b[8:12]))
+		if op == opSetAuth { // known before its reply can be read
+			t.authXids = append(t.authXids, int32(binary.BigEndian.Uint32(b[4:8])))
+		}
+	}
 	t.mu.Unlock()
 	n, err := t.Conn.Write(b)
 	if err == nil {
 		t.w.wrote(b)
-		if t.hold != nil && len(b) >= 12 {
-			// Credentials go first, and go-zookeeper sends nothing more
-			// (setWatches included) until their reply: no hold then.
-			if op := int32(binary.BigEndian.Uint32(b[8:12])); op == opSetWatches || op == opSetAuth {
-				t.unhold()
+		switch op {
+		case opSetWatches:
+			t.unhold()
+		case opSetAuth:
+			// go-zookeeper waits for this reply before it sends
+			// anything more, so a signal is never pending here.
+			select {
+			case t.authed <- struct{}{}:
+			default:
 			}
 		}
 	}
@@ -253,8 +282,10 @@ const (
 )
 
 func (t *tap) Read(b []byte) (int, error) {
-	if t.hold != nil && t.greetEnd > 0 && t.given >= t.greetEnd {
-		<-t.hold // the connect response passes: go-zookeeper waits for it first
+	if t.hold != nil {
+		if err := t.awaitOpen(); err != nil {
+			return 0, err
+		}
 	}
 	if len(t.in) == 0 {
 		if len(b) >= tapReadSize { // a large frame's body: straight into b
@@ -263,28 +294,60 @@ func (t *tap) Read(b []byte) (int, error) {
 			t.given += int64(n)
 			return n, err
 		}
-		if t.inBuf == nil {
-			t.inBuf = make([]byte, tapReadSize)
-		}
-		// An error that comes with bytes is dropped, as io.ReadFull
-		// drops one that comes with the last bytes it needs: one that
-		// lasts (the end of the connection, a TLS alert) comes again
-		// with the next read, and a timeout belongs to its own read.
-		n, err := t.Conn.Read(t.inBuf)
-		t.scan(t.inBuf[:n])
-		if n == 0 {
+		if err := t.fill(); err != nil {
 			return 0, err
 		}
-		t.in = t.inBuf[:n]
 	}
 	n := len(t.in)
-	if t.hold != nil && t.given < t.greetEnd {
-		n = int(min(int64(n), t.greetEnd-t.given)) // the hold starts right after it
+	if t.given < t.open {
+		n = int(min(int64(n), t.open-t.given)) // the hold goes on right after
 	}
 	n = copy(b, t.in[:n])
 	t.in = t.in[n:]
 	t.given += int64(n)
 	return n, nil
+}
+
+// awaitOpen returns once Read may give the byte at t.given under the hold
+// (see tap.hold), or with the error of a read of the connection.
+func (t *tap) awaitOpen() error {
+	for t.greetEnd > 0 && t.open >= 0 && t.given >= t.open {
+		select {
+		case <-t.hold:
+			t.open = -1
+		case <-t.authed:
+			// Read on until a whole frame past t.given is in: the reply
+			// to the setAuth, which moves open past it (frame).
+			for t.rbase <= t.given {
+				if err := t.fill(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fill reads what the connection has onto the end of t.in. An error that
+// comes with bytes is dropped, as io.ReadFull drops one that comes with the
+// last bytes it needs: one that lasts (the end of the connection, a TLS
+// alert) comes again with the next read, and a timeout belongs to its own
+// read.
+func (t *tap) fill() error {
+	if t.inBuf == nil {
+		t.inBuf = make([]byte, tapReadSize)
+	}
+	k := copy(t.inBuf, t.in)
+	if k == len(t.inBuf) {
+		t.inBuf = append(t.inBuf, make([]byte, tapReadSize)...)
+	}
+	n, err := t.Conn.Read(t.inBuf[k:])
+	t.scan(t.inBuf[k : k+n])
+	t.in = t.inBuf[:k+n]
+	if n == 0 {
+		return err
+	}
+	return nil
 }
 
 // tapReadSize is how many bytes a tap asks the connection for at once: a
@@ -318,6 +381,10 @@ const xidNotification = -1
 func (t *tap) frame(f []byte, end int64) {
 	if t.greetEnd == 0 {
 		t.greetEnd = end
+		if t.hold != nil {
+			t.open = end
+			t.holdTimer = time.AfterFunc(t.holdFor, t.unhold)
+		}
 		// connect response: protocol version, timeout (ms), session id
 		if len(f) < 16 {
 			return
@@ -330,6 +397,12 @@ func (t *tap) frame(f []byte, end int64) {
 		t.w.timeout.Store(int64(time.Duration(int32(binary.BigEndian.Uint32(f[4:8]))) * time.Millisecond))
 	} else if len(f) < 4 || int32(binary.BigEndian.Uint32(f[:4])) == xidNotification {
 		return
+	} else if i := slices.Index(t.authXids, int32(binary.BigEndian.Uint32(f[:4]))); i >= 0 {
+		t.authXids = slices.Delete(t.authXids, i, i+1)
+		if t.open >= 0 { // the hold lets it through, and goes on after it
+			t.open = end
+			t.holdTimer.Reset(t.holdFor)
+		}
 	}
 	if len(t.pending) == 0 {
 		return

@@ -3,6 +3,7 @@ package zkconn
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -176,7 +177,7 @@ func TestTapHoldStopsAtTheConnectResponse(t *testing.T) {
 	binary.BigEndian.PutUint64(greeting[8:16], 0x1234)
 	next := frameOf(make([]byte, 16)) // a reply, or a notification
 	stream := slices.Concat(frameOf(greeting), next)
-	tp := &tap{Conn: &chunkConn{chunks: [][]byte{stream}, err: io.EOF}, w: newWire(nil), hold: make(chan struct{})}
+	tp := &tap{Conn: &chunkConn{chunks: [][]byte{stream}, err: io.EOF}, w: newWire(nil), hold: make(chan struct{}), holdFor: time.Hour}
 	b := make([]byte, len(stream))
 	n, err := tp.Read(b)
 	if err != nil || n != 4+len(greeting) {
@@ -188,5 +189,79 @@ func TestTapHoldStopsAtTheConnectResponse(t *testing.T) {
 	tp.unhold()
 	if n, err := tp.Read(b); err != nil || !bytes.Equal(b[:n], next) {
 		t.Fatalf("Read after the hold = %d, %v; want the %d bytes after the connect response", n, err, len(next))
+	}
+}
+
+// opExists is the opcode of exists.
+const opExists = 3
+
+// TestTapHoldPassesOnlyTheAuthReplies drives a held connection to a real
+// ZooKeeper by hand, as go-zookeeper does after a reconnect with
+// credentials: connect, two setAuth requests one after the other, an exists
+// request, then setWatches. Each setAuth lets its reply through (zxid 0:
+// go-zookeeper writes no lastZxid for it); the reply to exists (zxid > 0)
+// waits for the setWatches request to be written. (Before, the first setAuth
+// ended the hold, and replies that go-zookeeper records lastZxid for could
+// come before setWatches: a data race under -race, in CI.)
+func TestTapHoldPassesOnlyTheAuthReplies(t *testing.T) {
+	c, err := net.DialTimeout("tcp", shared.Addr(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The hold ends by setWatches alone.
+	tp := &tap{Conn: c, w: newWire(nil), hold: make(chan struct{}), holdFor: time.Hour, authed: make(chan struct{}, 1)}
+	write := func(xid, op int32, body []byte) {
+		t.Helper()
+		hdr := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(xid)), uint32(op))
+		if _, err := tp.Write(frameOf(append(hdr, body...))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []byte {
+		t.Helper()
+		var n [4]byte
+		if _, err := io.ReadFull(tp, n[:]); err != nil {
+			t.Fatal(err)
+		}
+		f := make([]byte, binary.BigEndian.Uint32(n[:]))
+		if _, err := io.ReadFull(tp, f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	str := func(s string) []byte { return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...) }
+	reply := func(f []byte) (xid int32, zxid int64) {
+		return int32(binary.BigEndian.Uint32(f[:4])), int64(binary.BigEndian.Uint64(f[4:12]))
+	}
+
+	// connect: protocol version, last zxid, timeout, session id, password
+	connect := binary.BigEndian.AppendUint32(make([]byte, 12), 10000)
+	connect = append(append(connect, make([]byte, 8)...), frameOf(make([]byte, 16))...)
+	if _, err := tp.Write(frameOf(connect)); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	defer tp.holdTimer.Stop()
+	for xid := int32(1); xid <= 2; xid++ {
+		if tp.given != tp.open {
+			t.Fatalf("credential %d: %d bytes given, the hold is open to %d: the next Read would not wait", xid, tp.given, tp.open)
+		}
+		write(xid, opSetAuth, slices.Concat(make([]byte, 4), str("digest"), str(fmt.Sprintf("user%d:pw", xid))))
+		if got, zxid := reply(read()); got != xid || zxid != 0 {
+			t.Fatalf("after setAuth %d: reply xid %d zxid %d; want its own reply, zxid 0", xid, got, zxid)
+		}
+	}
+	write(3, opExists, append(str("/"), 0))
+	if tp.given != tp.open || tp.open < 0 {
+		t.Fatalf("after the replies to the credentials: %d bytes given, the hold is open to %d: the reply to exists would not wait for setWatches", tp.given, tp.open)
+	}
+	// setWatches: relative zxid, then data, exist and child watches (none)
+	write(4, opSetWatches, make([]byte, 8+3*4))
+	if xid, zxid := reply(read()); xid != 3 || zxid <= 0 {
+		t.Fatalf("after setWatches: reply xid %d zxid %d; want the reply to exists, zxid > 0", xid, zxid)
+	}
+	if xid, _ := reply(read()); xid != 4 {
+		t.Fatalf("then reply xid %d; want the reply to setWatches", xid)
 	}
 }
