@@ -40,6 +40,7 @@ type packet struct {
 	at    time.Time // when it is due
 	b     []byte
 	end   bool   // close both sides once b is written
+	ping  bool   // b holds a ping reply (see BlackHoleAfterPing)
 	fault *Fault // with end: the fault that ends the connection, struck once it is closed
 }
 
@@ -78,8 +79,14 @@ func (c *proxyConn) deliver(dst net.Conn, dir direction, queue <-chan packet) {
 	for pk := range queue {
 		w.until(pk.at)
 		if len(pk.b) > 0 && c.ctx.Err() == nil {
+			var at time.Time
+			if pk.ping {
+				at = time.Now()
+			}
 			if _, err := dst.Write(pk.b); err != nil && !c.drops(dir) {
 				c.close()
+			} else if err == nil && pk.ping {
+				c.p.pinged(at)
 			}
 		}
 		pk.finish(c)

@@ -28,11 +28,12 @@ type Proxy struct {
 	ctx    context.Context // canceled by Close; ends dials
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	conns  map[*proxyConn]struct{} // held connections
-	filter filter                  // for new connections
-	faults []*Fault                // armed, oldest first
-	closed bool
+	mu        sync.Mutex
+	conns     map[*proxyConn]struct{} // held connections
+	filter    filter                  // for new connections
+	faults    []*Fault                // armed, oldest first
+	afterPing chan time.Time          // see BlackHoleAfterPing; nil when not armed
+	closed    bool
 
 	requests atomic.Int64 // see Requests
 	delay    atomic.Int64 // see SetDelay, in ns
@@ -111,6 +112,37 @@ func (p *Proxy) Cut() {
 // ends it.
 func (p *Proxy) BlackHole() {
 	p.setFilter(filterAll)
+}
+
+// BlackHoleAfterPing arms a one-shot partition that begins right after a
+// ping reply: the first reply to a ping that the proxy writes to a client
+// after the call is followed at once by BlackHole. The returned channel then
+// receives the time just before that reply was written, no later than the
+// client can have read it: a client that reads nothing more gives its
+// connection up a known time after it (go-zookeeper: two thirds of the
+// session timeout), and a test can aim at that moment without watching the
+// server's clock. Arming again replaces an armed partition, whose channel
+// then never receives; so do Close and a proxy that never forwards a ping
+// reply.
+func (p *Proxy) BlackHoleAfterPing() <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.afterPing = ch
+	return ch
+}
+
+// pinged begins the partition BlackHoleAfterPing armed, if any, after a
+// ping reply written at at.
+func (p *Proxy) pinged(at time.Time) {
+	p.mu.Lock()
+	ch := p.afterPing
+	p.afterPing = nil
+	p.mu.Unlock()
+	if ch != nil {
+		p.BlackHole()
+		ch <- at
+	}
 }
 
 // DropReplies loses what comes back: from now on the proxy forwards what
@@ -338,6 +370,7 @@ func (c *proxyConn) pass(pk *packet, frame []byte, kind frameKind, dir direction
 	switch {
 	case f == nil:
 		pk.b = append(pk.b, frame...)
+		pk.ping = pk.ping || kind == messageFrame && dir == toClient && replyXid(frame) == xidPing
 	case f.action == BlackHole: // a request
 		c.filter.Store(int32(filterAll))
 		f.strike()

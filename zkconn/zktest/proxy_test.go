@@ -163,6 +163,46 @@ func TestProxyBlackHoleHeal(t *testing.T) {
 	}
 }
 
+// TestProxyBlackHoleAfterPing: the partition begins right after a ping
+// reply, so the client's last reply is that one: go-zookeeper gives the
+// connection up no sooner than two thirds of the session timeout after the
+// time the channel gives (it failed so when the partition was aimed by the
+// server's record of its last reply, and the reply was still in the proxy).
+func TestProxyBlackHoleAfterPing(t *testing.T) {
+	s := zktest.Start(t)
+	p := zktest.NewProxy(t, s.Addr())
+	ctx := testContext(t, time.Minute)
+	const timeout = 3 * time.Second // pings every second
+	c := connect(t, []string{p.Addr()}, timeout)
+	c.waitState(ctx, t, zk.StateHasSession)
+
+	var at time.Time
+	select {
+	case at = <-p.BlackHoleAfterPing():
+	case <-ctx.Done():
+		t.Fatal("no ping reply went through the proxy")
+	}
+	// A request gets no answer: it does not reach the server.
+	if _, err := c.Create("/after-ping", nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrConnectionClosed) {
+		t.Errorf("Create(/after-ping) in the black hole error = %v; want zk.ErrConnectionClosed", err)
+	}
+	c.waitState(ctx, t, zk.StateDisconnected)
+	if gone, earliest := time.Now(), at.Add(2*timeout/3); gone.Before(earliest) {
+		t.Errorf("the client gave its connection up %v after the ping reply; it reads nothing after that reply for %v", gone.Sub(at), 2*timeout/3)
+	}
+	p.Heal()
+	err := retry(ctx, func() error {
+		ok, _, err := c.Exists("/after-ping")
+		if err == nil && ok {
+			t.Fatalf("Exists(/after-ping) = true; a request crossed the black hole")
+		}
+		return err
+	})
+	if err != nil {
+		t.Errorf("Exists(/after-ping) after Heal error: %v", err)
+	}
+}
+
 func TestProxyDropReplies(t *testing.T) {
 	s := zktest.Start(t)
 	p := zktest.NewProxy(t, s.Addr())

@@ -92,6 +92,9 @@ type opPath struct {
 // xidUnknown is the xid of a frame too short to have one.
 const xidUnknown = -1 // also a notification's: it answers no request
 
+// xidPing is the xid of a ping and of its reply.
+const xidPing = -2
+
 // parseRequest reads a request frame (length included). A path it cannot
 // read, in a frame cut short or an op it does not know, is left out.
 func parseRequest(frame []byte) request {
