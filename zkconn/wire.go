@@ -191,7 +191,7 @@ type tap struct {
 	rbase    int64  // the offset of rbuf[0]
 	greetEnd int64  // the offset just past the connect response; 0 until it is read
 	in       []byte // read from the connection, not yet returned by Read
-	inBuf    []byte // in's storage, tapReadSize bytes
+	inBuf    []byte // in's storage, tapReadSize bytes (more if a hold needs them)
 	given    int64  // the offset of in[0]: how many bytes Read has returned
 
 	// hold, under the race detector only, keeps go-zookeeper from reading
@@ -205,8 +205,8 @@ type tap struct {
 	// setWatches request, which goes out after the read, has been written.
 	//
 	// A session with credentials sends them first (setAuth) and sends
-	// nothing more, setWatches included, until their replies are read: each
-	// setAuth written lets the frames up to its reply through (ZooKeeper
+	// nothing more, setWatches included, until their replies are read: the
+	// reply to a setAuth written passes if it is the next frame (ZooKeeper
 	// answers it with zxid 0, so go-zookeeper writes no lastZxid for it),
 	// and the hold goes on after it. Without the race detector nothing is
 	// held.
@@ -217,7 +217,7 @@ type tap struct {
 	// runs holdFor from each end.
 	hold      chan struct{}
 	holdOnce  sync.Once
-	holdFor   time.Duration
+	holdFor   time.Duration // the timer's length: holdFor, but in tests
 	holdTimer *time.Timer   // reading goroutine only
 	open      int64         // reading goroutine only
 	authed    chan struct{} // a setAuth was written; holds one signal
@@ -263,8 +263,11 @@ func (t *tap) Write(b []byte) (int, error) {
 		case opSetWatches:
 			t.unhold()
 		case opSetAuth:
-			// go-zookeeper waits for this reply before it sends
-			// anything more, so a signal is never pending here.
+			// go-zookeeper waits for the reply to a credential it
+			// sends again before it sends anything more, so the signal
+			// is not pending then. (One of AddAuth's, sent behind
+			// other requests, may find it pending: its reply then
+			// waits with theirs for setWatches or the timer.)
 			select {
 			case t.authed <- struct{}{}:
 			default:
@@ -399,7 +402,10 @@ func (t *tap) frame(f []byte, end int64) {
 		return
 	} else if i := slices.Index(t.authXids, int32(binary.BigEndian.Uint32(f[:4]))); i >= 0 {
 		t.authXids = slices.Delete(t.authXids, i, i+1)
-		if t.open >= 0 { // the hold lets it through, and goes on after it
+		// The hold lets it through, and goes on after it, if it comes
+		// right after what the hold let through: replies to requests
+		// written before it (AddAuth goes out after them) stay held.
+		if t.open >= 0 && end-int64(4+len(f)) == t.open {
 			t.open = end
 			t.holdTimer.Reset(t.holdFor)
 		}

@@ -195,6 +195,59 @@ func TestTapHoldStopsAtTheConnectResponse(t *testing.T) {
 // opExists is the opcode of exists.
 const opExists = 3
 
+// handTap drives a tap by hand in ZooKeeper's protocol, as go-zookeeper
+// does.
+type handTap struct {
+	t  *testing.T
+	tp *tap
+}
+
+// write writes a request: its xid, its opcode, then body.
+func (h handTap) write(xid, op int32, body []byte) {
+	h.t.Helper()
+	hdr := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(xid)), uint32(op))
+	if _, err := h.tp.Write(frameOf(append(hdr, body...))); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// connect asks for a new session and reads the connect response.
+func (h handTap) connect() {
+	h.t.Helper()
+	// protocol version, last zxid, timeout, session id, password
+	req := binary.BigEndian.AppendUint32(make([]byte, 12), 10000)
+	req = append(append(req, make([]byte, 8)...), frameOf(make([]byte, 16))...)
+	if _, err := h.tp.Write(frameOf(req)); err != nil {
+		h.t.Fatal(err)
+	}
+	h.read()
+}
+
+// read reads a frame as go-zookeeper does, its length and then its body,
+// and returns the body.
+func (h handTap) read() []byte {
+	h.t.Helper()
+	var n [4]byte
+	if _, err := io.ReadFull(h.tp, n[:]); err != nil {
+		h.t.Fatal(err)
+	}
+	f := make([]byte, binary.BigEndian.Uint32(n[:]))
+	if _, err := io.ReadFull(h.tp, f); err != nil {
+		h.t.Fatal(err)
+	}
+	return f
+}
+
+// juteString encodes s as ZooKeeper does: its length, then its bytes.
+func juteString(s string) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...)
+}
+
+// replyHeader returns the xid and the zxid of a reply's body.
+func replyHeader(f []byte) (xid int32, zxid int64) {
+	return int32(binary.BigEndian.Uint32(f[:4])), int64(binary.BigEndian.Uint64(f[4:12]))
+}
+
 // TestTapHoldPassesOnlyTheAuthReplies drives a held connection to a real
 // ZooKeeper by hand, as go-zookeeper does after a reconnect with
 // credentials: connect, two setAuth requests one after the other, an exists
@@ -211,57 +264,28 @@ func TestTapHoldPassesOnlyTheAuthReplies(t *testing.T) {
 	defer c.Close()
 	// The hold ends by setWatches alone.
 	tp := &tap{Conn: c, w: newWire(nil), hold: make(chan struct{}), holdFor: time.Hour, authed: make(chan struct{}, 1)}
-	write := func(xid, op int32, body []byte) {
-		t.Helper()
-		hdr := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(xid)), uint32(op))
-		if _, err := tp.Write(frameOf(append(hdr, body...))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func() []byte {
-		t.Helper()
-		var n [4]byte
-		if _, err := io.ReadFull(tp, n[:]); err != nil {
-			t.Fatal(err)
-		}
-		f := make([]byte, binary.BigEndian.Uint32(n[:]))
-		if _, err := io.ReadFull(tp, f); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	str := func(s string) []byte { return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...) }
-	reply := func(f []byte) (xid int32, zxid int64) {
-		return int32(binary.BigEndian.Uint32(f[:4])), int64(binary.BigEndian.Uint64(f[4:12]))
-	}
-
-	// connect: protocol version, last zxid, timeout, session id, password
-	connect := binary.BigEndian.AppendUint32(make([]byte, 12), 10000)
-	connect = append(append(connect, make([]byte, 8)...), frameOf(make([]byte, 16))...)
-	if _, err := tp.Write(frameOf(connect)); err != nil {
-		t.Fatal(err)
-	}
-	read()
+	h := handTap{t, tp}
+	h.connect()
 	defer tp.holdTimer.Stop()
 	for xid := int32(1); xid <= 2; xid++ {
 		if tp.given != tp.open {
 			t.Fatalf("credential %d: %d bytes given, the hold is open to %d: the next Read would not wait", xid, tp.given, tp.open)
 		}
-		write(xid, opSetAuth, slices.Concat(make([]byte, 4), str("digest"), str(fmt.Sprintf("user%d:pw", xid))))
-		if got, zxid := reply(read()); got != xid || zxid != 0 {
+		h.write(xid, opSetAuth, slices.Concat(make([]byte, 4), juteString("digest"), juteString(fmt.Sprintf("user%d:pw", xid))))
+		if got, zxid := replyHeader(h.read()); got != xid || zxid != 0 {
 			t.Fatalf("after setAuth %d: reply xid %d zxid %d; want its own reply, zxid 0", xid, got, zxid)
 		}
 	}
-	write(3, opExists, append(str("/"), 0))
+	h.write(3, opExists, append(juteString("/"), 0))
 	if tp.given != tp.open || tp.open < 0 {
 		t.Fatalf("after the replies to the credentials: %d bytes given, the hold is open to %d: the reply to exists would not wait for setWatches", tp.given, tp.open)
 	}
 	// setWatches: relative zxid, then data, exist and child watches (none)
-	write(4, opSetWatches, make([]byte, 8+3*4))
-	if xid, zxid := reply(read()); xid != 3 || zxid <= 0 {
+	h.write(4, opSetWatches, make([]byte, 8+3*4))
+	if xid, zxid := replyHeader(h.read()); xid != 3 || zxid <= 0 {
 		t.Fatalf("after setWatches: reply xid %d zxid %d; want the reply to exists, zxid > 0", xid, zxid)
 	}
-	if xid, _ := reply(read()); xid != 4 {
+	if xid, _ := replyHeader(h.read()); xid != 4 {
 		t.Fatalf("then reply xid %d; want the reply to setWatches", xid)
 	}
 }
