@@ -220,46 +220,14 @@ func reviewHoldCuts(t *testing.T, addr, plain string, opts ...Option) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, len(nodes))
-	got := make(chan struct{}, len(nodes))
-	for _, n := range nodes {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				// Kept from changing while a Get is out: the bytes
-				// it returns are the ones last written.
-				mu.Lock()
-				want := datas[n.path]
-				data, _, err := conn.Get(n.path)
-				mu.Unlock()
-				if errors.Is(err, zk.ErrNoAuth) {
-					errs <- fmt.Errorf("Get(%s): %w: a credential was not re-sent before it", n.path, err)
-					return
-				}
-				if err != nil {
-					continue // the connection is down: queued again
-				}
-				if !bytes.Equal(data, want) {
-					errs <- fmt.Errorf("Get(%s) = %d bytes; want %d", n.path, len(data), len(want))
-					return
-				}
-				select {
-				case got <- struct{}{}:
-				default:
-				}
-			}
-		})
+	paths := make([]string, len(nodes))
+	for i, n := range nodes {
+		paths[i] = n.path
 	}
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	// Kept from changing while a Get is out: the bytes it returns are the
+	// ones last written.
+	g := startGets(conn, paths, &mu, func(p string) []byte { return datas[p] })
+	defer g.stop()
 	wait := func(what string, ch <-chan zk.Event, want zk.EventType) {
 		t.Helper()
 		for {
@@ -272,7 +240,7 @@ func reviewHoldCuts(t *testing.T, addr, plain string, opts ...Option) {
 					t.Fatalf("%s: event %v; want %v", what, ev.Type, want)
 				}
 				return
-			case err := <-errs:
+			case err := <-g.errs:
 				t.Fatal(err)
 			case <-ctx.Done():
 				t.Fatalf("%s: %v", what, ctx.Err())
@@ -282,15 +250,7 @@ func reviewHoldCuts(t *testing.T, addr, plain string, opts ...Option) {
 	sub := s.Subscribe()
 	defer sub.Stop()
 	for round := range 5 {
-		for range len(nodes) { // replies large and small on the connection about to be cut
-			select {
-			case <-got:
-			case err := <-errs:
-				t.Fatal(err)
-			case <-ctx.Done():
-				t.Fatal(ctx.Err())
-			}
-		}
+		g.await(ctx, t) // replies large and small on the connection about to be cut
 		var watches []<-chan zk.Event
 		for _, n := range nodes[:2] {
 			_, _, ch, err := conn.GetW(n.path)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	mrand "math/rand/v2"
 	"net"
 	"slices"
@@ -335,47 +336,13 @@ func TestReviewTapReconnectsUnderLoad(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, len(datas))
-	got := make(chan struct{}, len(datas)) // a Get came back whole
-	for p, d := range datas {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				// Requests made while the connection is down wait in
-				// go-zookeeper's queue for the next one.
-				data, _, err := conn.Get(p)
-				if err != nil {
-					continue
-				}
-				if !bytes.Equal(data, d) {
-					errs <- fmt.Errorf("Get(%s) = %d bytes; want %d", p, len(data), len(d))
-					return
-				}
-				select {
-				case got <- struct{}{}:
-				default:
-				}
-			}
-		})
-	}
+	var mu sync.Mutex // datas does not change
+	g := startGets(conn, slices.Collect(maps.Keys(datas)), &mu, func(p string) []byte { return datas[p] })
+	defer g.stop()
 	sub := s.Subscribe()
 	defer sub.Stop()
 	for range 8 {
-		for range len(datas) { // replies large and small on the connection about to be cut
-			select {
-			case <-got:
-			case err := <-errs:
-				t.Fatal(err)
-			case <-ctx.Done():
-				t.Fatal(ctx.Err())
-			}
-		}
+		g.await(ctx, t) // replies large and small on the connection about to be cut
 		px.Cut()
 		await(t, sub, StateSuspended, 10*time.Second)
 		await(t, sub, StateReconnected, 10*time.Second)
@@ -388,11 +355,78 @@ func TestReviewTapReconnectsUnderLoad(t *testing.T) {
 			t.Fatalf("timeout %v session %#x (want %#x) rtt %v", w.Timeout(), w.session.Load(), id, w.RoundTrip())
 		}
 	}
-	close(stop)
-	wg.Wait()
+	g.stop()
 	select {
-	case err := <-errs:
+	case err := <-g.errs:
 		t.Fatal(err)
 	default:
+	}
+}
+
+// gets Gets paths through one *zk.Conn again and again, a goroutine a
+// path, through cuts and reconnects: a Get made while the connection is
+// down waits in go-zookeeper's queue for the next one.
+type gets struct {
+	errs <-chan error    // a Get that returned other bytes than wanted, or ErrNoAuth
+	got  <-chan struct{} // a Get came back whole (dropped when full)
+	stop func()          // ends the goroutines and waits for them
+}
+
+// startGets starts gets of paths through conn. mu is held across want(p),
+// the bytes the Get of p must return, and the Get.
+func startGets(conn *zk.Conn, paths []string, mu *sync.Mutex, want func(p string) []byte) gets {
+	quit := make(chan struct{})
+	errs := make(chan error, len(paths))
+	got := make(chan struct{}, len(paths))
+	var wg sync.WaitGroup
+	for _, p := range paths {
+		wg.Go(func() {
+			for {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				mu.Lock()
+				d := want(p)
+				data, _, err := conn.Get(p)
+				mu.Unlock()
+				if errors.Is(err, zk.ErrNoAuth) {
+					errs <- fmt.Errorf("Get(%s): %w: a credential was not sent again before it", p, err)
+					return
+				}
+				if err != nil {
+					continue // the connection is down: queued again
+				}
+				if !bytes.Equal(data, d) {
+					errs <- fmt.Errorf("Get(%s) = %d bytes; want %d", p, len(data), len(d))
+					return
+				}
+				select {
+				case got <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	var once sync.Once
+	return gets{errs: errs, got: got, stop: func() {
+		once.Do(func() { close(quit) })
+		wg.Wait()
+	}}
+}
+
+// await returns once a Get a path has come back whole since the last await,
+// give or take; it fails the test on a wrong Get or the end of ctx.
+func (g gets) await(ctx context.Context, t *testing.T) {
+	t.Helper()
+	for range cap(g.got) {
+		select {
+		case <-g.got:
+		case err := <-g.errs:
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
 	}
 }

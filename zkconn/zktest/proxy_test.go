@@ -1,6 +1,7 @@
 package zktest_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -145,16 +146,7 @@ func TestProxyBlackHoleHeal(t *testing.T) {
 	}
 	// The client gets through again (with its session, or a new one if it
 	// expired meanwhile), and finds that /lost was never created.
-	err = retry(ctx, func() error {
-		ok, _, err := c.Exists("/lost")
-		if err == nil && ok {
-			t.Fatalf("Exists(/lost) = true; a request crossed the black hole")
-		}
-		return err
-	})
-	if err != nil {
-		t.Errorf("Exists(/lost) after Heal error: %v", err)
-	}
+	assertNeverCreated(ctx, t, c, "/lost")
 	if reply, err := s.Command(ctx, "ruok"); err != nil || reply != "imok" {
 		t.Errorf(`server's Command("ruok") = %q, %v; want "imok", nil`, reply, err)
 	}
@@ -191,15 +183,23 @@ func TestProxyBlackHoleAfterPing(t *testing.T) {
 		t.Errorf("the client gave its connection up %v after the ping reply; it reads nothing after that reply for %v", gone.Sub(at), 2*timeout/3)
 	}
 	p.Heal()
+	assertNeverCreated(ctx, t, c, "/after-ping")
+}
+
+// assertNeverCreated checks, once c gets through after a Heal (with its
+// session, or a new one), that path, created into a black hole, does not
+// exist.
+func assertNeverCreated(ctx context.Context, t *testing.T, c *client, path string) {
+	t.Helper()
 	err := retry(ctx, func() error {
-		ok, _, err := c.Exists("/after-ping")
+		ok, _, err := c.Exists(path)
 		if err == nil && ok {
-			t.Fatalf("Exists(/after-ping) = true; a request crossed the black hole")
+			t.Fatalf("Exists(%s) = true; a request crossed the black hole", path)
 		}
 		return err
 	})
 	if err != nil {
-		t.Errorf("Exists(/after-ping) after Heal error: %v", err)
+		t.Errorf("Exists(%s) after Heal error: %v", path, err)
 	}
 }
 
