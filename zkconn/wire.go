@@ -319,8 +319,8 @@ func (t *tap) awaitOpen() error {
 		case <-t.hold:
 			t.open = -1
 		case <-t.authed:
-			// Read on until a whole frame past t.given is in: the reply
-			// to the setAuth, which moves open past it (frame).
+			// Read on until a whole frame past t.given is in: if it is
+			// the reply to the setAuth, frame moves open past it.
 			for t.rbase <= t.given {
 				if err := t.fill(); err != nil {
 					return err

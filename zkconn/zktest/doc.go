@@ -111,6 +111,12 @@
 //	<-fault.Struck()
 //	// now m is held, or no node of ours is left under /locks/orders
 //
+// A client's own timeouts run from the last reply it read. A partition
+// aimed by the clock misses when a reply is still on its way;
+// Proxy.BlackHoleAfterPing begins one right after a ping reply is written
+// to the client, and says when, so a test can aim at the moment the client
+// gives the connection up.
+//
 // Faults and Proxy.Requests read the ZooKeeper protocol on the wire;
 // whatever else crosses a proxy (four-letter words) is forwarded as it
 // comes, delayed like the rest, and never matches.

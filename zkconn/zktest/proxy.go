@@ -17,11 +17,11 @@ const proxyDialTimeout = 5 * time.Second
 
 // A Proxy is a TCP proxy on 127.0.0.1 that forwards every connection to one
 // target address, and can break them the ways networks do: Cut closes them,
-// BlackHole partitions them, DropReplies loses what comes back, SetDelay
-// makes them slow, and Strike breaks one connection at the exact request a
-// test chooses. Point a client at Addr instead of at the server to test how
-// it copes. Its methods may be called from several goroutines. The zero
-// value is not usable.
+// BlackHole partitions them (BlackHoleAfterPing right after a ping reply),
+// DropReplies loses what comes back, SetDelay makes them slow, and Strike
+// breaks one connection at the exact request a test chooses. Point a
+// client at Addr instead of at the server to test how it copes. Its methods
+// may be called from several goroutines. The zero value is not usable.
 type Proxy struct {
 	target string
 	ln     net.Listener
