@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsync-go/dsync/zkconn/zktest"
 	"go.uber.org/goleak"
 )
 
@@ -550,5 +551,43 @@ func TestMedian(t *testing.T) {
 		if got := median(rs); got.ops != tc.want {
 			t.Errorf("median(%v) = %d ops; want %d", tc.in, got.ops, tc.want)
 		}
+	}
+}
+
+// TestRoundTrips times two batches through a real server, then checks that
+// the medians and the spread are over every batch together.
+func TestRoundTrips(t *testing.T) {
+	srv := zktest.Start(t)
+	var rt roundTrips
+	for range 2 {
+		if err := rt.time(t.Context(), srv.Addr(), 10*time.Second, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rt.reads) != 10 || len(rt.txns) != 10 || len(rt.batchReads) != 2 {
+		t.Fatalf("two batches of 5: %d reads, %d transactions, %d batches; want 10, 10, 2", len(rt.reads), len(rt.txns), len(rt.batchReads))
+	}
+	for i := range rt.reads {
+		if rt.reads[i] <= 0 || rt.txns[i] <= 0 {
+			t.Fatalf("sample %d: read %v, transaction %v; want both above 0", i, rt.reads[i], rt.txns[i])
+		}
+	}
+
+	ms := func(ds ...int) []time.Duration {
+		var out []time.Duration
+		for _, d := range ds {
+			out = append(out, time.Duration(d)*time.Millisecond)
+		}
+		return out
+	}
+	rt = roundTrips{reads: ms(3, 1, 2, 12, 10, 11), txns: ms(4, 5, 6, 30, 20, 40), batchReads: ms(2, 11)}
+	if read, txn := rt.medians(); read != 3*time.Millisecond || txn != 6*time.Millisecond {
+		t.Errorf("medians of two batches: %v, %v; want 3ms, 6ms (the lower middle of all six)", read, txn)
+	}
+	if lo, hi := rt.spread(); lo != 2*time.Millisecond || hi != 11*time.Millisecond {
+		t.Errorf("spread: %v–%v; want 2ms–11ms", lo, hi)
+	}
+	if !slices.Equal(rt.reads, ms(3, 1, 2, 12, 10, 11)) {
+		t.Errorf("medians sorted the samples in place: %v", rt.reads)
 	}
 }

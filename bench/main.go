@@ -13,9 +13,9 @@
 // clients connect to the server directly, then through a zktest Proxy (in a
 // process of its own: this program run as "bench serve-proxy TARGET DELAY")
 // that delays every packet by 1 ms, then by 5 ms, each way. In each profile
-// it first times a single request's round trip (the median of a hundred),
-// the unit of the handoffs per round trip it reports for the contended
-// Mutex. The delayed profiles run the workloads other than Mutex on at most
+// it times a single request's round trip in batches of a hundred, before
+// the cells and after each (the median of all), the unit of the handoffs per
+// round trip it reports for the contended Mutex. The delayed profiles run the workloads other than Mutex on at most
 // 8 sessions (-delayed-max-sessions): there a queue is bound by round trips,
 // not by CPU, so 32 sessions tell little more than 8 and take the longest (a
 // JVM with 32 clients to connect and warm up through the proxy).
@@ -388,6 +388,9 @@ func estimate(cfg config) time.Duration {
 		total += cfg.failover.estimate(pr)
 		for _, p := range cfg.plan {
 			n := time.Duration(len(sessionsIn(p, pr, cfg.delayedMax)))
+			// a batch of round trips after each cell: a read and a
+			// transaction each time, about two delays each way
+			total += n * (rttSamples + 5) * (4*pr.delay + time.Millisecond)
 			for _, im := range p.impls {
 				if im.color == implCurator {
 					total += n * (window + 3*time.Second)
@@ -430,12 +433,17 @@ func runProfile(ctx context.Context, base *env, cfg config, p profile) (profileR
 		defer proxy.close()
 		e.addr = proxy.addr
 	}
-	rtt, txn, err := measureRTT(ctx, e.addr, cfg.sessionTimeout, rttSamples)
-	if err != nil {
-		return profileRun{}, fmt.Errorf("%s: %w", p.title(), err)
+	var trips roundTrips
+	timeTrips := func() error {
+		if err := trips.time(ctx, e.addr, cfg.sessionTimeout, rttSamples); err != nil {
+			return fmt.Errorf("%s: %w", p.title(), err)
+		}
+		return nil
 	}
-	log.Printf("profile %s: round trip %.2f ms, of a transaction %.2f ms (medians of %d)", p.title(), ms(rtt), ms(txn), rttSamples)
-	run := profileRun{profile: p, rtt: rtt, txn: txn}
+	if err := timeTrips(); err != nil {
+		return profileRun{}, err
+	}
+	run := profileRun{profile: p}
 	d, rounds := cfg.duration, cfg.rounds
 	for _, w := range cfg.plan {
 		for _, n := range sessionsIn(w, p, cfg.delayedMax) {
@@ -459,9 +467,17 @@ func runProfile(ctx context.Context, base *env, cfg config, p profile) (profileR
 			for _, im := range w.impls {
 				run.cells = append(run.cells, cell{w.key, n, im.name, median(runs[im.name])})
 			}
+			if err := timeTrips(); err != nil {
+				return profileRun{}, err
+			}
 		}
 	}
+	run.rtt, run.txn = trips.medians()
+	lo, hi := trips.spread()
+	log.Printf("profile %s: round trip %.2f ms, of a transaction %.2f ms (medians of %d batches of %d; one batch's round trip %.2f–%.2f ms)",
+		p.title(), ms(run.rtt), ms(run.txn), len(trips.batchReads), rttSamples, ms(lo), ms(hi))
 	if cfg.failover.runsIn(p) {
+		var err error
 		if run.failover, err = runFailover(ctx, &e, cfg.failover, p); err != nil {
 			return profileRun{}, err
 		}

@@ -144,21 +144,31 @@ func (p *proxyProcess) close() error {
 	return p.cmd.Wait()
 }
 
-// rttSamples is how many requests measureRTT times.
+// rttSamples is how many requests of each kind a batch of roundTrips.time
+// times.
 const rttSamples = 101
 
-// measureRTT returns the median round trip of n small requests (exists
-// "/", one after the other) of a go-zookeeper client connected to addr,
-// after a few untimed ones: a single request's round trip through that
-// network, the server's time to answer included. It also returns the median
-// round trip of n small transactions, each a multi of a create and a delete
-// of one ephemeral node: the kind of request a handoff waits on (the
-// holder's delete and signal, a write the server logs before it answers
-// and tells the next holder).
-func measureRTT(ctx context.Context, addr string, sessionTimeout time.Duration, n int) (read, txn time.Duration, err error) {
+// roundTrips are the round trips timed through one network, in batches: one
+// before a profile's cells and one after each, so that the medians describe
+// the network over the time the cells ran, not at one moment (on a shared
+// 2-core machine, the medians of single batches a few seconds apart differ
+// by 0.15 ms at 1 ms each way, and by more from run to run).
+type roundTrips struct {
+	reads, txns []time.Duration // every sample
+	batchReads  []time.Duration // each batch's median read round trip
+}
+
+// time adds a batch: the round trips of n small requests (exists "/", one
+// after the other) of a go-zookeeper client connected to addr, after a few
+// untimed ones: a single request's round trip through that network, the
+// server's time to answer included. And those of n small transactions, each
+// a multi of a create and a delete of one ephemeral node: the kind of
+// request a handoff waits on (the holder's delete and signal, a write the
+// server logs before it answers and tells the next holder).
+func (rt *roundTrips) time(ctx context.Context, addr string, sessionTimeout time.Duration, n int) error {
 	c, _, err := zk.Connect([]string{addr}, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	defer c.Close()
 	const node = "/dsync-bench-rtt"
@@ -167,16 +177,16 @@ func measureRTT(ctx context.Context, addr string, sessionTimeout time.Duration, 
 	txns := make([]time.Duration, 0, n)
 	for i := range n + 5 {
 		if err := ctx.Err(); err != nil {
-			return 0, 0, err
+			return err
 		}
 		t0 := time.Now()
 		if _, _, err := c.Exists("/"); err != nil {
-			return 0, 0, fmt.Errorf("round trip: %w", err)
+			return fmt.Errorf("round trip: %w", err)
 		}
 		t1 := time.Now()
 		if _, err := c.Multi(&zk.CreateRequest{Path: node, Acl: acl, Flags: zk.FlagEphemeral},
 			&zk.DeleteRequest{Path: node, Version: -1}); err != nil {
-			return 0, 0, fmt.Errorf("transaction round trip: %w", err)
+			return fmt.Errorf("transaction round trip: %w", err)
 		}
 		if i >= 5 { // the first ones wait for the session, and warm up
 			reads = append(reads, t1.Sub(t0))
@@ -184,9 +194,30 @@ func measureRTT(ctx context.Context, addr string, sessionTimeout time.Duration, 
 		}
 	}
 	if len(reads) == 0 {
-		return 0, 0, errors.New("round trip: no samples")
+		return errors.New("round trip: no samples")
 	}
-	slices.Sort(reads)
-	slices.Sort(txns)
-	return percentile(reads, 0.5), percentile(txns, 0.5), nil
+	rt.reads = append(rt.reads, reads...)
+	rt.txns = append(rt.txns, txns...)
+	rt.batchReads = append(rt.batchReads, medianOf(reads))
+	return nil
+}
+
+// medians returns the median read and transaction round trips of every
+// batch together.
+func (rt *roundTrips) medians() (read, txn time.Duration) {
+	return medianOf(rt.reads), medianOf(rt.txns)
+}
+
+// spread returns the lowest and highest median read round trip of a
+// single batch.
+func (rt *roundTrips) spread() (lo, hi time.Duration) {
+	if len(rt.batchReads) == 0 {
+		return 0, 0
+	}
+	return slices.Min(rt.batchReads), slices.Max(rt.batchReads)
+}
+
+// medianOf returns the median of ds (0 for none), which it leaves unsorted.
+func medianOf(ds []time.Duration) time.Duration {
+	return percentile(slices.Sorted(slices.Values(ds)), 0.5)
 }

@@ -28,7 +28,7 @@ type runInfo struct {
 type profileRun struct {
 	profile
 	rtt      time.Duration // a single request's round trip (median)
-	txn      time.Duration // a small transaction's round trip (median; see measureRTT)
+	txn      time.Duration // a small transaction's round trip (median; see roundTrips)
 	cells    []cell
 	failover []failoverCell // the failover section's, if it ran in this profile
 }
@@ -186,8 +186,8 @@ const mainIntro = "ops/s: cycles per second, all sessions together. p50, p99: ac
 
 var handoffIntro = fmt.Sprintf("A contended Mutex hands the lock on at best once per round trip: the release travels to the "+
 	"server, the next holder is told, and its own release travels back. ops/s × RTT, where RTT is a single "+
-	"request's round trip through the same network (the median of %d exists requests, timed before the "+
-	"profile's cells, with no cell running), is the share of that limit a lock reaches: 1 is one handoff per round trip. "+
+	"request's round trip through the same network (the median of batches of %d exists requests, timed before the "+
+	"profile's cells and after each, with no cell running), is the share of that limit a lock reaches: 1 is one handoff per round trip. "+
 	"A handoff waits on a write, though, which the server logs before it answers: × txn uses the round trip of a "+
 	"small transaction instead (a multi of a create and a delete, timed the same way), the limit for a handoff that "+
 	"waits on one write and its notification. "+
@@ -432,8 +432,10 @@ func method(pingBound, tickBound float64) string {
   in whole milliseconds: with them a packet left 0.15 ms after its time idle and, under 8 sessions' contended
   Mutex, 0.34 ms after it at the median and 0.81 ms at the 90th percentile; with timerfds, 0.07 ms at the
   median, idle or loaded (0.14 ms at the 90th percentile). Still, the round trip (RTT) is measured, not
-  assumed — a go-zookeeper client's exists("/") %d times in a row through the same proxy, the median, before
-  the profile's cells.
+  assumed — a go-zookeeper client's exists("/") %d times in a row through the same proxy, in a batch before
+  the profile's cells and one after each cell, the median of all: the median of a single batch moved by
+  0.15 ms from one batch to the next at 1 ms each way, so one batch describes a moment rather than the
+  network the cells ran on.
 - Every simulated session is a ZooKeeper session of its own on its own TCP connection: a zkconn.Session with
   its own dsync primitive (dsync), a *zk.Conn with its own zk.NewLock (zk.Lock), a Curator client with its
   own recipe instance, one thread each, all in one JVM (Curator, internal/curator's "bench" command).
