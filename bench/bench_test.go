@@ -185,6 +185,7 @@ func fakeRuns(plan []planned) []profileRun {
 		scale := int64(10)
 		if p.delay > 0 {
 			run.rtt, run.txn, scale = 2500*time.Microsecond, 5*time.Millisecond, 1
+			run.rttLo, run.rttHi = 2400*time.Microsecond, 2700*time.Microsecond
 		}
 		for _, w := range plan {
 			for _, n := range w.sessions {
@@ -235,6 +236,8 @@ func TestReport(t *testing.T) {
 		"network profiles: loopback, 1 ms each way;",
 		// A tick over 100 cycles.
 		"in this run at most 100 µs per\n  cycle in any cell.",
+		// Only the profile with batches of round trips has a spread.
+		"(in this run it ranged over 1 ms each way 2.40–2.70 ms).",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

@@ -473,9 +473,9 @@ func runProfile(ctx context.Context, base *env, cfg config, p profile) (profileR
 		}
 	}
 	run.rtt, run.txn = trips.medians()
-	lo, hi := trips.spread()
+	run.rttLo, run.rttHi = trips.spread()
 	log.Printf("profile %s: round trip %.2f ms, of a transaction %.2f ms (medians of %d batches of %d; one batch's round trip %.2f–%.2f ms)",
-		p.title(), ms(run.rtt), ms(run.txn), len(trips.batchReads), rttSamples, ms(lo), ms(hi))
+		p.title(), ms(run.rtt), ms(run.txn), len(trips.batchReads), rttSamples, ms(run.rttLo), ms(run.rttHi))
 	if cfg.failover.runsIn(p) {
 		var err error
 		if run.failover, err = runFailover(ctx, &e, cfg.failover, p); err != nil {

@@ -27,10 +27,13 @@ type runInfo struct {
 // A profileRun is what was measured in one network profile.
 type profileRun struct {
 	profile
-	rtt      time.Duration // a single request's round trip (median)
-	txn      time.Duration // a small transaction's round trip (median; see roundTrips)
-	cells    []cell
-	failover []failoverCell // the failover section's, if it ran in this profile
+	rtt time.Duration // a single request's round trip (median)
+	txn time.Duration // a small transaction's round trip (median; see roundTrips)
+	// rttLo, rttHi: the lowest and highest median round trip of a single
+	// batch (see roundTrips.spread)
+	rttLo, rttHi time.Duration
+	cells        []cell
+	failover     []failoverCell // the failover section's, if it ran in this profile
 }
 
 // heading returns the profile's title with its round trip.
@@ -84,7 +87,7 @@ func report(info runInfo, plan []planned, runs []profileRun) string {
 	for _, r := range runs {
 		all = append(all, r.cells...)
 	}
-	b.WriteString(method(pingBound(info, all), tickBound(all)))
+	b.WriteString(method(pingBound(info, all), tickBound(all), spreads(runs)))
 	return b.String()
 }
 
@@ -412,9 +415,24 @@ func split(r result) string {
 	return fmt.Sprintf("%.2f + %.2f", r.perCycle(r.reqs.writes), r.perCycle(r.reqs.reads))
 }
 
+// spreads lists each profile's range of single batches' median round trips.
+func spreads(runs []profileRun) string {
+	var parts []string
+	for _, r := range runs {
+		if r.rttHi > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f–%.2f ms", r.title(), ms(r.rttLo), ms(r.rttHi)))
+		}
+	}
+	if len(parts) == 0 {
+		return "no profile"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // method says how it was measured, with the bounds of this run on what
-// pings add to the requests per cycle and on what a clock tick is per cycle.
-func method(pingBound, tickBound float64) string {
+// pings add to the requests per cycle and on what a clock tick is per cycle,
+// and the spread of its round trips (see spreads).
+func method(pingBound, tickBound float64, spreads string) string {
 	return fmt.Sprintf(`
 ## How it was measured
 
@@ -433,9 +451,8 @@ func method(pingBound, tickBound float64) string {
   Mutex, 0.34 ms after it at the median and 0.81 ms at the 90th percentile; with timerfds, 0.07 ms at the
   median, idle or loaded (0.14 ms at the 90th percentile). Still, the round trip (RTT) is measured, not
   assumed — a go-zookeeper client's exists("/") %d times in a row through the same proxy, in a batch before
-  the profile's cells and one after each cell, the median of all: the median of a single batch moved by
-  0.15 ms from one batch to the next at 1 ms each way, so one batch describes a moment rather than the
-  network the cells ran on.
+  the profile's cells and one after each cell, the median of all: a single batch's median describes a
+  moment rather than the network the cells ran on (in this run it ranged over %s).
 - Every simulated session is a ZooKeeper session of its own on its own TCP connection: a zkconn.Session with
   its own dsync primitive (dsync), a *zk.Conn with its own zk.NewLock (zk.Lock), a Curator client with its
   own recipe instance, one thread each, all in one JVM (Curator, internal/curator's "bench" command).
@@ -460,7 +477,7 @@ func method(pingBound, tickBound float64) string {
   from /proc/PID/stat. Both JVMs' figures include their garbage collection and JIT compilation. /proc counts
   in clock ticks of 10 ms, so those figures are good to a tick per window: in this run at most %.0f µs per
   cycle in any cell.
-`, rttSamples, pingBound, tickBound)
+`, rttSamples, spreads, pingBound, tickBound)
 }
 
 // tickBound returns the most that one clock tick of /proc's CPU times
