@@ -15,8 +15,9 @@
 // that delays every packet by 1 ms, then by 5 ms, each way. In each profile
 // it times a single request's round trip in batches of a hundred, before
 // the cells and after each (the median of all), the unit of the handoffs per
-// round trip it reports for the contended Mutex. The delayed profiles run the workloads other than Mutex on at most
-// 8 sessions (-delayed-max-sessions): there a queue is bound by round trips,
+// round trip it reports for the contended Mutex. The delayed profiles run
+// the workloads other than Mutex on at most 8 sessions
+// (-delayed-max-sessions): there a queue is bound by round trips,
 // not by CPU, so 32 sessions tell little more than 8 and take the longest (a
 // JVM with 32 clients to connect and warm up through the proxy).
 //

@@ -151,8 +151,8 @@ const rttSamples = 101
 // roundTrips are the round trips timed through one network, in batches: one
 // before a profile's cells and one after each, so that the medians describe
 // the network over the time the cells ran, not at one moment (on a shared
-// 2-core machine, the medians of single batches a few seconds apart differ
-// by 0.15 ms at 1 ms each way, and by more from run to run).
+// 2-core machine, the medians of single batches of one run differed by up to
+// 0.26 ms at 1 ms each way, a tenth of the round trip).
 type roundTrips struct {
 	reads, txns []time.Duration // every sample
 	batchReads  []time.Duration // each batch's median read round trip
