@@ -3,6 +3,8 @@ package dsync_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,4 +136,105 @@ func TestReviewListingCycleRequests(t *testing.T) {
 	if got := p.Requests() - before; got != n*per {
 		t.Errorf("%d cycles took %d requests; want %d (%d each)", n, got, n*per, per)
 	}
+}
+
+// TestReviewStaleListingAfterLostCreateReply pins what queue.create relies on when
+// zkconn.Handle.CreateProtectedListing returns a listing served long before
+// the create returns: b's create is applied and its reply swallowed (Drop);
+// the listing sent behind it is served at once, and shows a's node ahead of
+// b's. Then a releases (its node is gone, though b's listing still shows it)
+// and c joins behind b (its node is missing from b's listing). Only then is
+// the connection cut, so b recovers its node and returns that stale listing.
+// b must hold (the only node ahead of it at the listing is gone, and c's
+// sorts after it), c must not hold alongside b, and each leaves one node.
+func TestReviewStaleListingAfterLostCreateReply(t *testing.T) {
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	a := dsync.NewMutex(dial(t, []string{shared.Addr()}), path)
+	if _, err := a.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := zktest.NewProxy(t, shared.Addr())
+	sb := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
+	hb, err := sb.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := dsync.NewMutex(sb, path)
+	c := dsync.NewMutex(dial(t, []string{shared.Addr()}), path)
+
+	f := p.Strike(createOf(path), zktest.Drop)
+	defer f.Disarm()
+	before := p.Requests()
+	type result struct {
+		held context.Context
+		err  error
+	}
+	resB := make(chan result, 1)
+	go func() {
+		held, err := b.LockContext(ctx)
+		resB <- result{held, err}
+	}()
+	<-f.Struck()
+	// The create and the listing sent behind it have reached the server
+	// (a busy wait on a counter, not a sleep: the listing goes out as soon
+	// as the create is written).
+	for p.Requests() < before+2 {
+		if ctx.Err() != nil {
+			t.Fatal("the listing never went out behind the create")
+		}
+		runtime.Gosched()
+	}
+	// A request of b's session answered after the listing's reply: the
+	// listing was served (showing a's node) before a releases.
+	if err := hb.Do(ctx, func(c *zk.Conn) error {
+		_, _, err := c.Exists(path)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	kids := awaitChildren(t, obs, path, 2)
+	a.Unlock()
+	awaitChildren(t, obs, path, 1)
+
+	resC := make(chan result, 1)
+	go func() {
+		held, err := c.LockContext(ctx)
+		resC <- result{held, err}
+	}()
+	withC := awaitChildren(t, obs, path, 2)
+	p.Cut() // b's create fails; b recovers its node and the stale listing
+
+	r := <-resB
+	if r.err != nil {
+		t.Fatalf("b.LockContext = %v", r.err)
+	}
+	if r.held.Err() != nil {
+		t.Fatalf("b's hold is already lost: %v", context.Cause(r.held))
+	}
+	// c's node sorts after b's (c listed b's node): c waits.
+	got := children(t, obs, path)
+	slices.Sort(got)
+	slices.Sort(withC)
+	if !slices.Equal(got, withC) {
+		t.Fatalf("children = %v; want b's and c's nodes %v (a's and b's were %v)", got, withC, kids)
+	}
+	select {
+	case rc := <-resC:
+		t.Fatalf("c.LockContext = %v while b holds", rc.err)
+	default:
+	}
+	b.Unlock()
+	rc := <-resC
+	if rc.err != nil {
+		t.Fatalf("c.LockContext = %v", rc.err)
+	}
+	if got := children(t, obs, path); len(got) != 1 {
+		t.Fatalf("children = %v; want c's node only", got)
+	}
+	c.Unlock()
+	awaitChildren(t, obs, path, 0)
 }
