@@ -248,8 +248,10 @@ func (t *tap) Write(b []byte) (int, error) {
 		}
 	}
 	t.pending = append(t.pending, now) // each Write is one request
+	// The request's opcode; the connect request has none (its bytes 8-12
+	// are the epoch of the last zxid seen).
 	var op int32
-	if t.hold != nil && len(b) >= 12 {
+	if t.hold != nil && !first && len(b) >= 12 {
 		op = int32(binary.BigEndian.Uint32(b[8:12]))
 		if op == opSetAuth { // known before its reply can be read
 			t.authXids = append(t.authXids, int32(binary.BigEndian.Uint32(b[4:8])))
@@ -257,7 +259,7 @@ func (t *tap) Write(b []byte) (int, error) {
 	}
 	t.mu.Unlock()
 	n, err := t.Conn.Write(b)
-	if err == nil {
+	if err == nil && !first {
 		t.w.wrote(b)
 		switch op {
 		case opSetWatches:

@@ -289,3 +289,34 @@ func TestTapHoldPassesOnlyTheAuthReplies(t *testing.T) {
 		t.Fatalf("then reply xid %d; want the reply to setWatches", xid)
 	}
 }
+
+// TestTapConnectRequestIsNoRequest writes connect requests whose last zxid
+// has the epoch 101, then 100: their bytes 8-12, where a request has its
+// opcode, were read as setWatches and setAuth. The connect request is no
+// request: the hold stays (it ended at once before), and no setAuth reply
+// is awaited.
+func TestTapConnectRequestIsNoRequest(t *testing.T) {
+	for _, epoch := range []uint32{opSetWatches, opSetAuth} {
+		c, err := net.DialTimeout("tcp", shared.Addr(), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := &tap{Conn: c, w: newWire(nil), hold: make(chan struct{}), holdFor: time.Hour, authed: make(chan struct{}, 1)}
+		// protocol version, last zxid (epoch, counter), timeout, session id, password
+		req := binary.BigEndian.AppendUint32(make([]byte, 4), epoch)
+		req = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(req, 0), 10000)
+		req = append(append(req, make([]byte, 8)...), frameOf(make([]byte, 16))...)
+		if _, err := tp.Write(frameOf(req)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-tp.hold:
+			t.Errorf("epoch %d: the connect request ended the hold", epoch)
+		default:
+		}
+		if len(tp.authXids) != 0 {
+			t.Errorf("epoch %d: the connect request is awaited as setAuth %v", epoch, tp.authXids)
+		}
+		c.Close()
+	}
+}
