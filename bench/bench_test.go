@@ -181,10 +181,10 @@ func TestNiceScale(t *testing.T) {
 func fakeRuns(plan []planned) []profileRun {
 	var runs []profileRun
 	for _, p := range []profile{{0}, {time.Millisecond}} {
-		run := profileRun{profile: p, rtt: 100 * time.Microsecond, txn: 200 * time.Microsecond}
+		run := profileRun{profile: p, rtt: 100 * time.Microsecond, txn: 200 * time.Microsecond, hop: 300 * time.Microsecond}
 		scale := int64(10)
 		if p.delay > 0 {
-			run.rtt, run.txn, scale = 2500*time.Microsecond, 5*time.Millisecond, 1
+			run.rtt, run.txn, run.hop, scale = 2500*time.Microsecond, 5*time.Millisecond, 10*time.Millisecond, 1
 			run.rttLo, run.rttHi = 2400*time.Microsecond, 2700*time.Microsecond
 		}
 		for _, w := range plan {
@@ -232,7 +232,7 @@ func TestReport(t *testing.T) {
 		"| 50 % reads | 32 | writes | 2 | 5.00 | 9.00 | 4 | 5.00 | 9.00 | 0.50× |",
 		"Reads per second at 90 % reads, 8 → 32 sessions: dsync 18 → 36 (×2.00); Curator 36 → 144 (×4.00).",
 		// Handoffs: 20 ops/s × 2.5 ms.
-		"| 1 ms each way | 2.50 | 5.00 | 32 | 20 | 0.05 | 0.10 | 40 | 0.10 | 0.20 | 60 | 0.15 | 0.30 |",
+		"| 1 ms each way | 2.50 | 5.00 | 10.00 | 32 | 20 | 0.05 | 0.10 | 0.20 | 40 | 0.10 | 0.20 | 0.40 | 60 | 0.15 | 0.30 | 0.60 |",
 		"network profiles: loopback, 1 ms each way;",
 		// A tick over 100 cycles.
 		"in this run at most 100 µs per\n  cycle in any cell.",
@@ -243,7 +243,7 @@ func TestReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
-	if strings.Contains(md, "| loopback | 0.10 | 8 |") {
+	if strings.Contains(md, "| loopback | 0.10 | 0.20 | 0.30 |") {
 		t.Errorf("handoffs per round trip: want no loopback rows:\n%s", md)
 	}
 	readme := readmeTables(info, plan, runs)
@@ -252,7 +252,7 @@ func TestReport(t *testing.T) {
 		"The other profiles (loopback), the RWMutex tables",
 		"round trip is 2.50 ms",
 		"| Mutex | 1 | 20 | 1.00 | 3.00 | 4.00 | 300 | 100 | 40 |",
-		"32 sessions: dsync 0.05 (× txn 0.10), zk.Lock 0.10 (× txn 0.20), Curator 0.15 (× txn 0.30).",
+		"32 sessions: dsync 0.05 (× txn 0.10, × hop 0.20), zk.Lock 0.10 (× txn 0.20, × hop 0.40), Curator 0.15 (× txn 0.30, × hop 0.60).",
 	} {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README tables lack %q:\n%s", want, readme)
@@ -567,12 +567,18 @@ func TestRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(rt.reads) != 10 || len(rt.txns) != 10 || len(rt.batchReads) != 2 {
-		t.Fatalf("two batches of 5: %d reads, %d transactions, %d batches; want 10, 10, 2", len(rt.reads), len(rt.txns), len(rt.batchReads))
+	if len(rt.reads) != 10 || len(rt.txns) != 10 || len(rt.hops) != 8 || len(rt.batchReads) != 2 {
+		t.Fatalf("two batches of 5: %d reads, %d transactions, %d hops, %d batches; want 10, 10, 8, 2",
+			len(rt.reads), len(rt.txns), len(rt.hops), len(rt.batchReads))
 	}
 	for i := range rt.reads {
 		if rt.reads[i] <= 0 || rt.txns[i] <= 0 {
 			t.Fatalf("sample %d: read %v, transaction %v; want both above 0", i, rt.reads[i], rt.txns[i])
+		}
+	}
+	for i, h := range rt.hops {
+		if h <= 0 {
+			t.Fatalf("hop %d: %v; want above 0 (each notification after the one before)", i, h)
 		}
 	}
 
@@ -583,9 +589,12 @@ func TestRoundTrips(t *testing.T) {
 		}
 		return out
 	}
-	rt = roundTrips{reads: ms(3, 1, 2, 12, 10, 11), txns: ms(4, 5, 6, 30, 20, 40), batchReads: ms(2, 11)}
+	rt = roundTrips{reads: ms(3, 1, 2, 12, 10, 11), txns: ms(4, 5, 6, 30, 20, 40), hops: ms(7, 9, 8, 50, 60), batchReads: ms(2, 11)}
 	if read, txn := rt.medians(); read != 3*time.Millisecond || txn != 6*time.Millisecond {
 		t.Errorf("medians of two batches: %v, %v; want 3ms, 6ms (the lower middle of all six)", read, txn)
+	}
+	if hop := rt.hop(); hop != 26800*time.Microsecond {
+		t.Errorf("mean hop of two batches: %v; want 26.8ms (134 ms over five hops)", hop)
 	}
 	if lo, hi := rt.spread(); lo != 2*time.Millisecond || hi != 11*time.Millisecond {
 		t.Errorf("spread: %v–%v; want 2ms–11ms", lo, hi)

@@ -389,9 +389,10 @@ func estimate(cfg config) time.Duration {
 		total += cfg.failover.estimate(pr)
 		for _, p := range cfg.plan {
 			n := time.Duration(len(sessionsIn(p, pr, cfg.delayedMax)))
-			// a batch of round trips after each cell: a read and a
-			// transaction each time, about two delays each way
-			total += n * (rttSamples + 5) * (4*pr.delay + time.Millisecond)
+			// a batch of round trips after each cell: a read, a
+			// transaction and a relay's hop each time, about a delay
+			// each way each
+			total += n * (rttSamples + 5) * (6*pr.delay + time.Millisecond)
 			for _, im := range p.impls {
 				if im.color == implCurator {
 					total += n * (window + 3*time.Second)
@@ -474,9 +475,10 @@ func runProfile(ctx context.Context, base *env, cfg config, p profile) (profileR
 		}
 	}
 	run.rtt, run.txn = trips.medians()
+	run.hop = trips.hop()
 	run.rttLo, run.rttHi = trips.spread()
-	log.Printf("profile %s: round trip %.2f ms, of a transaction %.2f ms (medians of %d batches of %d; one batch's round trip %.2f–%.2f ms)",
-		p.title(), ms(run.rtt), ms(run.txn), len(trips.batchReads), rttSamples, ms(run.rttLo), ms(run.rttHi))
+	log.Printf("profile %s: round trip %.2f ms, of a transaction %.2f ms (medians), a relay's hop %.2f ms (mean), over %d batches of %d; one batch's round trip %.2f–%.2f ms",
+		p.title(), ms(run.rtt), ms(run.txn), ms(run.hop), len(trips.batchReads), rttSamples, ms(run.rttLo), ms(run.rttHi))
 	if cfg.failover.runsIn(p) {
 		var err error
 		if run.failover, err = runFailover(ctx, &e, cfg.failover, p); err != nil {

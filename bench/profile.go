@@ -15,6 +15,7 @@ import (
 
 	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 )
 
 // A profile is the network between the clients and the server: loopback
@@ -155,6 +156,7 @@ const rttSamples = 101
 // 0.26 ms at 1 ms each way, a tenth of the round trip).
 type roundTrips struct {
 	reads, txns []time.Duration // every sample
+	hops        []time.Duration // every hop of every relay (see relay)
 	batchReads  []time.Duration // each batch's median read round trip
 }
 
@@ -164,13 +166,19 @@ type roundTrips struct {
 // server's time to answer included. And those of n small transactions, each
 // a multi of a create and a delete of one ephemeral node: the kind of
 // request a handoff waits on (the holder's delete and signal, a write the
-// server logs before it answers and tells the next holder).
+// server logs before it answers and tells the next holder). And the n-1 hops
+// of a relay of n transactions between that client and a second one.
 func (rt *roundTrips) time(ctx context.Context, addr string, sessionTimeout time.Duration, n int) error {
-	c, _, err := zk.Connect([]string{addr}, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
-	if err != nil {
-		return err
+	var cs [2]*zk.Conn
+	for i := range cs {
+		c, _, err := zk.Connect([]string{addr}, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		cs[i] = c
 	}
-	defer c.Close()
+	c := cs[0]
 	const node = "/dsync-bench-rtt"
 	acl := zk.WorldACL(zk.PermAll)
 	reads := make([]time.Duration, 0, n)
@@ -196,16 +204,99 @@ func (rt *roundTrips) time(ctx context.Context, addr string, sessionTimeout time
 	if len(reads) == 0 {
 		return errors.New("round trip: no samples")
 	}
+	hops, err := relay(ctx, cs, n)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
 	rt.reads = append(rt.reads, reads...)
 	rt.txns = append(rt.txns, txns...)
+	rt.hops = append(rt.hops, hops...)
 	rt.batchReads = append(rt.batchReads, medianOf(reads))
 	return nil
 }
+
+// relay hands a token between two clients n times and returns the n-1
+// hops: hop i is a transaction of cs[i%2] (a multi of a create and a delete
+// of the node relayPath(i), as a txn sample is) that cs[(i+1)%2] learns of
+// by an exists watch set beforehand, and answers at once with hop i+1. A
+// hop's time runs from one notification to the next: a contended handoff
+// with no lock around it (one reaction, one write, one notification), the
+// most one through this network can reach with this client library.
+func relay(ctx context.Context, cs [2]*zk.Conn, n int) ([]time.Duration, error) {
+	acl := zk.WorldACL(zk.PermAll)
+	watches := make([]<-chan zk.Event, n)
+	var armed errgroup.Group // in parallel: a round trip or so in all
+	for i := range n {
+		armed.Go(func() error {
+			there, _, w, err := cs[(i+1)%2].ExistsW(relayPath(i))
+			if err == nil && there {
+				err = fmt.Errorf("%s exists", relayPath(i))
+			}
+			watches[i] = w
+			return err
+		})
+	}
+	if err := armed.Wait(); err != nil {
+		return nil, err
+	}
+	told := make([]time.Time, n) // when hop i's notification came
+	g, ctx := errgroup.WithContext(ctx)
+	for side := range cs {
+		g.Go(func() error {
+			// side makes hops side, side+2, …, each once told of the one before.
+			for i := side; i <= n; i += 2 {
+				if i > 0 {
+					select {
+					case ev := <-watches[i-1]:
+						told[i-1] = time.Now()
+						if ev.Type != zk.EventNodeCreated {
+							return fmt.Errorf("hop %d: %v event, want %v", i-1, ev.Type, zk.EventNodeCreated)
+						}
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				if i == n {
+					break
+				}
+				if _, err := cs[side].Multi(&zk.CreateRequest{Path: relayPath(i), Acl: acl, Flags: zk.FlagEphemeral},
+					&zk.DeleteRequest{Path: relayPath(i), Version: -1}); err != nil {
+					return fmt.Errorf("hop %d: %w", i, err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	hops := make([]time.Duration, 0, n-1)
+	for i := 1; i < n; i++ {
+		hops = append(hops, told[i].Sub(told[i-1]))
+	}
+	return hops, nil
+}
+
+// relayPath is the node of a relay's hop i.
+func relayPath(i int) string { return fmt.Sprintf("/dsync-bench-relay-%d", i) }
 
 // medians returns the median read and transaction round trips of every
 // batch together.
 func (rt *roundTrips) medians() (read, txn time.Duration) {
 	return medianOf(rt.reads), medianOf(rt.txns)
+}
+
+// hop returns the mean relay hop of every batch together: the relay's pace,
+// as a lock's ops/s are its cycles' (0 for none).
+func (rt *roundTrips) hop() time.Duration {
+	if len(rt.hops) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, h := range rt.hops {
+		sum += h
+	}
+	return sum / time.Duration(len(rt.hops))
 }
 
 // spread returns the lowest and highest median read round trip of a

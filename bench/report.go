@@ -29,6 +29,7 @@ type profileRun struct {
 	profile
 	rtt time.Duration // a single request's round trip (median)
 	txn time.Duration // a small transaction's round trip (median; see roundTrips)
+	hop time.Duration // a relay's hop (mean; see relay)
 	// rttLo, rttHi: the lowest and highest median round trip of a single
 	// batch (see roundTrips.spread)
 	rttLo, rttHi time.Duration
@@ -193,7 +194,10 @@ var handoffIntro = fmt.Sprintf("A contended Mutex hands the lock on at best once
 	"profile's cells and after each, with no cell running), is the share of that limit a lock reaches: 1 is one handoff per round trip. "+
 	"A handoff waits on a write, though, which the server logs before it answers: × txn uses the round trip of a "+
 	"small transaction instead (a multi of a create and a delete, timed the same way), the limit for a handoff that "+
-	"waits on one write and its notification. "+
+	"waits on one write and its notification. × hop uses the mean hop of a relay, timed in the same batches: two "+
+	"go-zookeeper clients hand a token on by such a transaction each, which the other learns of by a watch set "+
+	"beforehand, and a hop runs from one notification to the next: a handoff with no lock around it, the most a "+
+	"lock on this client library can reach through that network (a mean, as ops/s are). "+
 	"On loopback a round trip is scheduling and CPU rather than network, so the limit says little there and "+
 	"the table leaves loopback out.", rttSamples)
 
@@ -206,11 +210,11 @@ func hasMutex(plan []planned) bool {
 func handoffTable(b *strings.Builder, plan []planned, runs []profileRun) {
 	i := slices.IndexFunc(plan, func(p planned) bool { return p.key == "mutex" })
 	w := plan[i]
-	b.WriteString("| profile | RTT (ms) | txn (ms) | sessions |")
-	rule := "|---|--:|--:|--:|"
+	b.WriteString("| profile | RTT (ms) | txn (ms) | hop (ms) | sessions |")
+	rule := "|---|--:|--:|--:|--:|"
 	for _, im := range w.impls {
-		fmt.Fprintf(b, " %s ops/s | × RTT | × txn |", im.name)
-		rule += "--:|--:|--:|"
+		fmt.Fprintf(b, " %s ops/s | × RTT | × txn | × hop |", im.name)
+		rule += "--:|--:|--:|--:|"
 	}
 	b.WriteString("\n" + rule + "\n")
 	for _, r := range runs {
@@ -221,12 +225,13 @@ func handoffTable(b *strings.Builder, plan []planned, runs []profileRun) {
 			if n < 2 {
 				continue
 			}
-			fmt.Fprintf(b, "| %s | %.2f | %.2f | %d |", r.title(), ms(r.rtt), ms(r.txn), n)
+			fmt.Fprintf(b, "| %s | %.2f | %.2f | %.2f | %d |", r.title(), ms(r.rtt), ms(r.txn), ms(r.hop), n)
 			for _, im := range w.impls {
 				if c, ok := find(r.cells, w.key, n, im.name); ok {
-					fmt.Fprintf(b, " %.0f | %.2f | %.2f |", c.opsPerSec(), c.opsPerSec()*r.rtt.Seconds(), c.opsPerSec()*r.txn.Seconds())
+					fmt.Fprintf(b, " %.0f | %.2f | %.2f | %.2f |", c.opsPerSec(), c.opsPerSec()*r.rtt.Seconds(),
+						c.opsPerSec()*r.txn.Seconds(), c.opsPerSec()*r.hop.Seconds())
 				} else {
-					b.WriteString(" — | — | — |")
+					b.WriteString(" — | — | — | — |")
 				}
 			}
 			b.WriteString("\n")
@@ -250,7 +255,8 @@ func handoffLine(plan []planned, r profileRun) string {
 		var vals []string
 		for _, im := range w.impls {
 			if c, ok := find(r.cells, w.key, n, im.name); ok {
-				vals = append(vals, fmt.Sprintf("%s %.2f (× txn %.2f)", im.name, c.opsPerSec()*r.rtt.Seconds(), c.opsPerSec()*r.txn.Seconds()))
+				vals = append(vals, fmt.Sprintf("%s %.2f (× txn %.2f, × hop %.2f)", im.name, c.opsPerSec()*r.rtt.Seconds(),
+					c.opsPerSec()*r.txn.Seconds(), c.opsPerSec()*r.hop.Seconds()))
 			}
 		}
 		if len(vals) > 0 {
@@ -261,7 +267,8 @@ func handoffLine(plan []planned, r profileRun) string {
 		return ""
 	}
 	return fmt.Sprintf("Contended Mutex, handoffs per round trip (ops/s × RTT; 1 is the limit, one handoff per round trip; "+
-		"× txn: per round trip of a small transaction, %.2f ms, the write a handoff waits on): ", ms(r.txn)) +
+		"× txn: per round trip of a small transaction, %.2f ms, the write a handoff waits on; × hop: per mean hop of a "+
+		"relay of such transactions between two clients, %.2f ms, a handoff with no lock around it): ", ms(r.txn), ms(r.hop)) +
 		strings.Join(parts, "; ") + "."
 }
 
@@ -450,7 +457,8 @@ func method(pingBound, tickBound float64, spreads string) string {
   in whole milliseconds: with them a packet left 0.15 ms after its time idle and, under 8 sessions' contended
   Mutex, 0.34 ms after it at the median and 0.81 ms at the 90th percentile; with timerfds, 0.07 ms at the
   median, idle or loaded (0.14 ms at the 90th percentile). Still, the round trip (RTT) is measured, not
-  assumed — a go-zookeeper client's exists("/") %d times in a row through the same proxy, in a batch before
+  assumed — a go-zookeeper client's exists("/") %d times in a row through the same proxy (then as many small
+  transactions, and a relay of as many between two clients: see the handoff section), in a batch before
   the profile's cells and one after each cell, the median of all: a single batch's median describes a
   moment rather than the network the cells ran on (in this run it ranged over %s).
 - Every simulated session is a ZooKeeper session of its own on its own TCP connection: a zkconn.Session with
