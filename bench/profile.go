@@ -180,7 +180,6 @@ func (rt *roundTrips) time(ctx context.Context, addr string, sessionTimeout time
 	}
 	c := cs[0]
 	const node = "/dsync-bench-rtt"
-	acl := zk.WorldACL(zk.PermAll)
 	reads := make([]time.Duration, 0, n)
 	txns := make([]time.Duration, 0, n)
 	for i := range n + 5 {
@@ -192,8 +191,7 @@ func (rt *roundTrips) time(ctx context.Context, addr string, sessionTimeout time
 			return fmt.Errorf("round trip: %w", err)
 		}
 		t1 := time.Now()
-		if _, err := c.Multi(&zk.CreateRequest{Path: node, Acl: acl, Flags: zk.FlagEphemeral},
-			&zk.DeleteRequest{Path: node, Version: -1}); err != nil {
+		if err := transact(c, node); err != nil {
 			return fmt.Errorf("transaction round trip: %w", err)
 		}
 		if i >= 5 { // the first ones wait for the session, and warm up
@@ -215,25 +213,38 @@ func (rt *roundTrips) time(ctx context.Context, addr string, sessionTimeout time
 	return nil
 }
 
+// openACL is the ACL of transact's node.
+var openACL = zk.WorldACL(zk.PermAll)
+
+// transact creates an ephemeral node at path and deletes it, in one multi:
+// the small transaction of a txn sample and of a relay's hop.
+func transact(c *zk.Conn, path string) error {
+	_, err := c.Multi(&zk.CreateRequest{Path: path, Acl: openACL, Flags: zk.FlagEphemeral},
+		&zk.DeleteRequest{Path: path, Version: -1})
+	return err
+}
+
 // relay hands a token between two clients n times and returns the n-1
-// hops: hop i is a transaction of cs[i%2] (a multi of a create and a delete
-// of the node relayPath(i), as a txn sample is) that cs[(i+1)%2] learns of
-// by an exists watch set beforehand, and answers at once with hop i+1. A
-// hop's time runs from one notification to the next: a contended handoff
-// with no lock around it (one reaction, one write, one notification), the
-// most one through this network can reach with this client library.
+// hops: hop i is a transaction of cs[i%2] (transact on relayPath(i)) that
+// cs[(i+1)%2] learns of by an exists watch set beforehand, and answers at
+// once with hop i+1. A hop's time runs from one notification to the next: a
+// contended handoff with no lock around it (one reaction, one write, one
+// notification), the most one through this network can reach with this
+// client library.
 func relay(ctx context.Context, cs [2]*zk.Conn, n int) ([]time.Duration, error) {
-	acl := zk.WorldACL(zk.PermAll)
 	watches := make([]<-chan zk.Event, n)
 	var armed errgroup.Group // in parallel: a round trip or so in all
 	for i := range n {
 		armed.Go(func() error {
 			there, _, w, err := cs[(i+1)%2].ExistsW(relayPath(i))
-			if err == nil && there {
-				err = fmt.Errorf("%s exists", relayPath(i))
+			switch {
+			case err != nil:
+				return fmt.Errorf("watch %s: %w", relayPath(i), err)
+			case there:
+				return fmt.Errorf("%s exists", relayPath(i))
 			}
 			watches[i] = w
-			return err
+			return nil
 		})
 	}
 	if err := armed.Wait(); err != nil {
@@ -259,8 +270,7 @@ func relay(ctx context.Context, cs [2]*zk.Conn, n int) ([]time.Duration, error) 
 				if i == n {
 					break
 				}
-				if _, err := cs[side].Multi(&zk.CreateRequest{Path: relayPath(i), Acl: acl, Flags: zk.FlagEphemeral},
-					&zk.DeleteRequest{Path: relayPath(i), Version: -1}); err != nil {
+				if err := transact(cs[side], relayPath(i)); err != nil {
 					return fmt.Errorf("hop %d: %w", i, err)
 				}
 			}

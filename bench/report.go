@@ -228,8 +228,8 @@ func handoffTable(b *strings.Builder, plan []planned, runs []profileRun) {
 			fmt.Fprintf(b, "| %s | %.2f | %.2f | %.2f | %d |", r.title(), ms(r.rtt), ms(r.txn), ms(r.hop), n)
 			for _, im := range w.impls {
 				if c, ok := find(r.cells, w.key, n, im.name); ok {
-					fmt.Fprintf(b, " %.0f | %.2f | %.2f | %.2f |", c.opsPerSec(), c.opsPerSec()*r.rtt.Seconds(),
-						c.opsPerSec()*r.txn.Seconds(), c.opsPerSec()*r.hop.Seconds())
+					perRTT, perTxn, perHop := r.perTrip(c)
+					fmt.Fprintf(b, " %.0f | %.2f | %.2f | %.2f |", c.opsPerSec(), perRTT, perTxn, perHop)
 				} else {
 					b.WriteString(" — | — | — | — |")
 				}
@@ -237,6 +237,13 @@ func handoffTable(b *strings.Builder, plan []planned, runs []profileRun) {
 			b.WriteString("\n")
 		}
 	}
+}
+
+// perTrip returns c's handoffs per round trip in r: ops/s × RTT, × txn and
+// × hop (see handoffIntro).
+func (r profileRun) perTrip(c result) (perRTT, perTxn, perHop float64) {
+	ops := c.opsPerSec()
+	return ops * r.rtt.Seconds(), ops * r.txn.Seconds(), ops * r.hop.Seconds()
 }
 
 // handoffLine says, in one sentence, the contended Mutex's ops/s × RTT of
@@ -255,8 +262,8 @@ func handoffLine(plan []planned, r profileRun) string {
 		var vals []string
 		for _, im := range w.impls {
 			if c, ok := find(r.cells, w.key, n, im.name); ok {
-				vals = append(vals, fmt.Sprintf("%s %.2f (× txn %.2f, × hop %.2f)", im.name, c.opsPerSec()*r.rtt.Seconds(),
-					c.opsPerSec()*r.txn.Seconds(), c.opsPerSec()*r.hop.Seconds()))
+				perRTT, perTxn, perHop := r.perTrip(c)
+				vals = append(vals, fmt.Sprintf("%s %.2f (× txn %.2f, × hop %.2f)", im.name, perRTT, perTxn, perHop))
 			}
 		}
 		if len(vals) > 0 {
