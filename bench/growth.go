@@ -734,6 +734,12 @@ func (g *growthResult) markdown() string {
 				c.perHandoff(c.clientCPU.Microseconds()), c.perHandoff(c.serverCPU.Microseconds()),
 				ms(c.p50), ms(c.p99), whole(c.heap), whole(c.stack), c.goroutines, c.watches)
 		}
+		b.WriteString("\nRequests per handoff stay flat; what grows with N is one reply. A waiter that queues again lists " +
+			"the lock path to find the node just ahead of its own (the node layout offers no other way: a node's name " +
+			"begins with a random UUID its creator chose), and that listing holds all N names. Reply bytes per handoff grow in " +
+			"proportion to N, and with them the client's CPU (decoding and scanning the names) and the server's " +
+			"(writing them); on loopback, where CPU bounds a handoff, handoffs/s and latency follow. The handoff's other " +
+			"requests each name a single node.\n")
 		for _, c := range g.queue {
 			if c.suspended > 0 {
 				fmt.Fprintf(&b, "\nWith %d waiters, sessions were suspended or lost %d times in the window: those figures are suspect.\n",
@@ -761,6 +767,10 @@ func (g *growthResult) markdown() string {
 			fmt.Fprintf(&b, "| %d | %s | %.0f | %.2f | %.0f | %.0f | %.0f | %.2f | %.2f |\n",
 				c.n, mode, c.rate(), c.perHold(c.reqs.packets), c.perHold(c.clientCPU.Microseconds()),
 				whole(c.heap), whole(c.stack), c.goroutines, c.watches)
+		}
+		if g.holds[0].n <= holdWorkers {
+			fmt.Fprintf(&b, "\nAt %d holds or fewer the acquisitions are one wave of concurrent requests, over a few tens of "+
+				"milliseconds, so their acq/s moves between runs more than with N: compare the larger N.\n", holdWorkers)
 		}
 		b.WriteString("\n")
 	}

@@ -138,6 +138,8 @@ func TestGrowthMarkdown(t *testing.T) {
 		"- Mutex reply bytes per handoff (KB), N = 10 → 1000: 0.6 → 58.6 (×100.00)",
 		"- LockContext heap per hold (B), N = 100 → 10000: 1400 → 1400 (×1.00)",
 		"- Curator Weighted requests per grant, N = 10 → 500: 9.00 → 9.00 (×1.00)",
+		"that listing holds all N names",
+		"At 100 holds or fewer the acquisitions are one wave",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -147,6 +149,11 @@ func TestGrowthMarkdown(t *testing.T) {
 		t.Errorf("markdown warns of suspensions none had:\n%s", md)
 	}
 	g := sampleGrowth()
+	g.holds = g.holds[2:] // 10,000 holds only: many waves
+	if md := g.markdown(); strings.Contains(md, "one wave") {
+		t.Errorf("markdown calls 10,000 holds one wave:\n%s", md)
+	}
+	g = sampleGrowth()
 	g.queue[2].suspended = 3
 	if md := g.markdown(); !strings.Contains(md, "With 1000 waiters, sessions were suspended or lost 3 times in the window") {
 		t.Errorf("markdown lacks the suspensions of the 1000-waiter cell:\n%s", md)
