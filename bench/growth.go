@@ -768,7 +768,7 @@ func (g *growthResult) markdown() string {
 				c.n, mode, c.rate(), c.perHold(c.reqs.packets), c.perHold(c.clientCPU.Microseconds()),
 				whole(c.heap), whole(c.stack), c.goroutines, c.watches)
 		}
-		if g.holds[0].n <= holdWorkers {
+		if slices.ContainsFunc(g.holds, func(c holdCell) bool { return c.n <= holdWorkers }) {
 			fmt.Fprintf(&b, "\nAt %d holds or fewer the acquisitions are one wave of concurrent requests, over a few tens of "+
 				"milliseconds, so their acq/s moves between runs more than with N: compare the larger N.\n", holdWorkers)
 		}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -152,6 +153,11 @@ func TestGrowthMarkdown(t *testing.T) {
 	g.holds = g.holds[2:] // 10,000 holds only: many waves
 	if md := g.markdown(); strings.Contains(md, "one wave") {
 		t.Errorf("markdown calls 10,000 holds one wave:\n%s", md)
+	}
+	g = sampleGrowth()
+	slices.Reverse(g.holds) // the order -growth-holds gave: the small N need not come first
+	if md := g.markdown(); !strings.Contains(md, "At 100 holds or fewer the acquisitions are one wave") {
+		t.Errorf("markdown lacks the one-wave note with 100 holds run last:\n%s", md)
 	}
 	g = sampleGrowth()
 	g.queue[2].suspended = 3
