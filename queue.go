@@ -122,10 +122,12 @@ func compare(a, b queued) int {
 // a queue deletes its node and sends that signal in one transaction, and no
 // one else sends it while the waiter waits (see entry.fire). The signal
 // proves the waiter first; a departure without it (a giving up, an expiry,
-// a Curator node) makes the waiter list again. A contended handoff is then
+// a Curator node) makes the waiter list again, and take back its watch on
+// the signal that was not sent (entry.takeBack). A contended handoff is then
 // one transaction and one notification: a waiter costs a create, a listing,
-// the watches and the delete, and one more listing only after a departure
-// other than a handoff.
+// the watches and the delete, and one more listing (with the transaction
+// that takes the watch back, beside it) only after a departure other than a
+// handoff.
 //
 // An RWMutex's readers and writers share one queue (rw set). A writer waits
 // as above; readers send no handoff signal, as a reader that leaves proves
@@ -229,6 +231,10 @@ type entry struct {
 	// ownLink is the connection up when own was set (zkconn.Handle.Suspended
 	// of a Refresh): once it closes, events may come in another order.
 	ownLink <-chan struct{}
+	// out has, for each request setting a watch on a signal in fire, a
+	// channel that closes once the request cannot reach the server after
+	// e's delete (zkconn.Handle.ExistsW).
+	out []<-chan struct{}
 	// fire lists the signals to send as node is deleted (zkconn.Handle.Delete
 	// sends them only if node is still there): the handoff signal of a head
 	// of the queue, and those of predecessors whose watch (set by us) has not
@@ -236,12 +242,31 @@ type entry struct {
 	// waiter can be watching one of the latter: a waiter created before ours
 	// sorts ahead of it and would have been our predecessor instead, unless
 	// it was gone by then; one created after lists ours and follows ours or
-	// one behind it.
+	// one behind it. A predecessor seen gone without its signal has it sent
+	// at once, under the same condition (takeBack).
+	//
+	// A signal can be sent only while our node exists. If someone else
+	// deletes it (an operator), those still listed cannot be: their watches
+	// stay set for as long as the session lives (go-zookeeper cannot remove
+	// a watch) unless their nodes send them. That is at most one watch per
+	// deletion, on a predecessor still there then that later leaves without
+	// its signal.
 	fire []string
 }
 
-// remove deletes e's node, sending e.fire (see zkconn.Handle.Delete).
-func (e entry) remove() (sent, settled <-chan struct{}) { return e.h.Delete(e.node, e.fire...) }
+// remove deletes e's node, sending e.fire (see zkconn.Handle.Delete), once
+// the requests setting watches on those signals have gone out: ZooKeeper
+// must set a watch before the signal that is to fire it, and a request left
+// out when its caller gave up may not even have been queued on the
+// connection yet.
+func (e entry) remove() (sent, settled <-chan struct{}) {
+	out := e.out
+	return e.h.DeleteAfter(func() {
+		for _, ch := range out {
+			<-ch
+		}
+	}, e.node, e.fire...)
+}
 
 // errNodeGone means our node was deleted while we waited.
 var errNodeGone = errors.New("dsync: node deleted while waiting")
@@ -395,11 +420,19 @@ func (q *queue) await(ctx context.Context, e *entry, ahead []queued) error {
 		if len(b) == 0 {
 			return nil
 		}
-		first, err := q.follow(ctx, e, nearest(b), len(b) == 1, &seen)
+		first, left, err := q.follow(ctx, e, nearest(b), len(b) == 1, &seen)
 		if err != nil || first {
 			return err
 		}
-		if ahead, err = q.ahead(ctx, e.h, name); err != nil {
+		// List again, and meanwhile take back the watch on the signal of
+		// a node that left without sending it.
+		var wg sync.WaitGroup
+		if left.watch != nil {
+			wg.Go(func() { e.takeBack(ctx, left) })
+		}
+		ahead, err = q.ahead(ctx, e.h, name)
+		wg.Wait()
+		if err != nil {
 			return err
 		}
 	}
@@ -419,12 +452,14 @@ type written struct {
 // claim). It reports false, for the caller to list again, when prev was
 // written to since it was created (a downgrade, a revocation request: once
 // per write, recorded in *seen), and in an RWMutex's queue when prev is gone
-// before its watch is set (see queue).
+// before its watch is set (see queue). When it reports false with prev gone
+// and prev's signal not sent, left is that signal if its watch is still set
+// (see entry.takeBack).
 //
 // The first time, it also sets the watch on e's own node, unless q is
 // checked. The watches are sent together: one round trip, before any
 // handoff.
-func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, seen *written) (bool, error) {
+func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, seen *written) (_ bool, left signal, _ error) {
 	h := e.h
 	path := q.path + "/" + prev.name
 	if q.rw && !q.reader() && !prev.reader && !zkconn.IsNative(prev.name) {
@@ -436,6 +471,7 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	var (
 		wg             sync.WaitGroup
 		handoff        signal
+		sigOut         <-chan struct{}
 		sigErr, ownErr error
 		own            *zkconn.Watch
 		czxid          int64
@@ -444,9 +480,10 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	)
 	if needSig {
 		// In e.fire from the moment it may be set: a request abandoned
-		// with ctx may still set it.
+		// with ctx may still set it, and e's delete then waits for it
+		// (see remove).
 		e.fire = append(e.fire, handoffPath(path))
-		wg.Go(func() { handoff, sigErr = watchSignal(ctx, h, handoffPath(path)) })
+		wg.Go(func() { handoff, sigOut, sigErr = watchSignal(ctx, h, handoffPath(path)) })
 	}
 	link := h.Refresh().Suspended()
 	if needOwn {
@@ -461,6 +498,9 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 		return err
 	})
 	wg.Wait()
+	if needSig {
+		e.out = append(e.out, sigOut)
+	}
 	if needSig && handoff.watch == nil && sigErr == nil {
 		// A node is at the signal's path: no watch of ours is there.
 		e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == handoffPath(path) })
@@ -473,22 +513,23 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	}
 	switch {
 	case errors.Is(err, zk.ErrNoNode) && q.rw:
-		return false, nil
+		handoff.fired(e) // if it was sent, its watch is no longer set
+		return false, handoff, nil
 	case errors.Is(err, zk.ErrNoNode):
-		return e.claim(ctx, first || handoff.fired(e))
+		return e.gone(ctx, first, &handoff)
 	case err != nil:
-		return false, err
+		return false, signal{}, err
 	case st.Version != 0 && *seen != (written{path, st.Version}):
 		*seen = written{path, st.Version}
-		return false, nil
+		return false, signal{}, nil
 	}
 	for {
 		select {
 		case ev := <-watch:
 			if ev.Type == zk.EventNodeDeleted {
-				return e.claim(ctx, first || handoff.fired(e))
+				return e.gone(ctx, first, &handoff)
 			}
-			return false, nil // written to: list again
+			return false, signal{}, nil // written to: list again
 		case ev := <-handoff.watch:
 			if !handoff.took(e, ev) {
 				continue
@@ -499,24 +540,49 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 			select {
 			case ev := <-watch:
 				if ev.Type != zk.EventNodeDeleted {
-					return false, nil
+					return false, signal{}, nil
 				}
 			default:
 			}
-			return e.claim(ctx, true)
+			first, err := e.claim(ctx, true)
+			return first, signal{}, err
 		case ev := <-e.own.C():
 			if ev.Type == zk.EventNodeDeleted {
-				return false, errNodeGone
+				return false, signal{}, errNodeGone
 			}
 			e.ownLink = h.Refresh().Suspended()
 			if e.czxid, e.own, err = watchNode(ctx, h, e.node); err != nil {
-				return false, err
+				return false, signal{}, err
 			}
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return false, signal{}, ctx.Err()
 		case <-h.Lost():
-			return false, h.Err()
+			return false, signal{}, h.Err()
 		}
+	}
+}
+
+// gone is follow's answer once the node e waits for is gone: e's node is
+// first if that node was the only one ahead (first) or sent its signal
+// (handoff), and still exists (see claim). Otherwise the signal, not sent,
+// is returned as follow's left.
+func (e *entry) gone(ctx context.Context, first bool, handoff *signal) (bool, signal, error) {
+	if !first && !handoff.fired(e) {
+		return false, *handoff, nil
+	}
+	first, err := e.claim(ctx, true)
+	return first, signal{}, err
+}
+
+// takeBack sends s, the signal of a node e followed that left without
+// sending it, so that our watch on it fires rather than stay set for as long
+// as the session lives: in one transaction with a check that e's node still
+// exists, because only while it does is no other waiter watching s (see
+// entry.fire). Sent, s leaves e.fire; otherwise (e's node is gone, or ctx
+// ended) it stays there.
+func (e *entry) takeBack(ctx context.Context, s signal) {
+	if e.h.Signal(ctx, e.node, s.path) == nil {
+		e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == s.path })
 	}
 }
 
@@ -588,18 +654,15 @@ func (s *signal) took(e *entry, ev zk.Event) bool {
 
 // watchSignal sets an exists watch on path. If a node is at path, it is no
 // signal: it returns one with no watch (the watch set stays with that node).
-// The caller adds a signal with a watch to e.fire until the watch fires.
-func watchSignal(ctx context.Context, h zkconn.Handle, path string) (signal, error) {
-	var there bool
-	var watch <-chan zk.Event
-	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		there, _, watch, err = c.ExistsW(path)
-		return err
-	})
+// The caller adds a signal with a watch to e.fire until the watch fires, and
+// out to e.out (see zkconn.Handle.ExistsW): when ctx ends, the request may
+// still be out.
+func watchSignal(ctx context.Context, h zkconn.Handle, path string) (_ signal, out <-chan struct{}, _ error) {
+	there, watch, out, err := h.ExistsW(ctx, path)
 	if err != nil || there {
-		return signal{}, err
+		return signal{}, out, err
 	}
-	return signal{path: path, watch: watch}, nil
+	return signal{path: path, watch: watch}, out, nil
 }
 
 // ahead lists the queue and returns the nodes ahead of name (see before). It

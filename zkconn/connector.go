@@ -43,7 +43,7 @@ type connector struct {
 	told     bool                 // refused was called
 }
 
-// errConnectorClosed is what a closed connector's dialer returns.
+// errConnectorClosed is what the dialer of a closed connector or wire returns.
 var errConnectorClosed = errors.New("zkconn: connection closed")
 
 func newConnector(cfg *config, addrs []string, names map[string]string, refused func(error)) *connector {

@@ -28,7 +28,14 @@ import (
 // nodes) and waits for these goroutines. Errors other than a lost connection
 // (no permission, say) are logged, not retried.
 func (h Handle) Delete(path string, fire ...string) (sent, settled <-chan struct{}) {
-	return h.send(path, fire)
+	return h.send(path, fire, nil)
+}
+
+// DeleteAfter is Delete, sent once wait has returned: for a node whose
+// signals must reach the server after requests still out (those that set
+// the watches they are to fire). wait runs on the delete's goroutine.
+func (h Handle) DeleteAfter(wait func(), path string, fire ...string) (sent, settled <-chan struct{}) {
+	return h.send(path, fire, wait)
 }
 
 // Release is Delete for a release: it returns once the delete has gone out
@@ -83,9 +90,10 @@ func (h Handle) Deleting(parent string) map[string]<-chan struct{} {
 // to a socket takes microseconds, unless go-zookeeper is not sending.
 const releaseWait = 10 * time.Millisecond
 
-// send starts a guaranteed delete (see Delete). sent closes once it has gone
-// out on a connection, or has settled.
-func (h Handle) send(path string, fire []string) (sent, settled <-chan struct{}) {
+// send starts a guaranteed delete (see Delete), once wait (if not nil) has
+// returned. sent closes once it has gone out on a connection, or has
+// settled.
+func (h Handle) send(path string, fire []string, wait func()) (sent, settled <-chan struct{}) {
 	w := h.gen.c.wire
 	sent, written := w.awaitDelete(path)
 	ch := make(chan struct{})
@@ -105,12 +113,11 @@ func (h Handle) send(path string, fire []string) (sent, settled <-chan struct{})
 		close(ch)
 	}
 	settled = h.guarantee("delete "+path, done, func(c *zk.Conn) error {
+		if wait != nil {
+			wait()
+		}
 		if len(fire) > 0 {
-			ops := make([]any, 0, 2*len(fire)+1)
-			for _, p := range fire {
-				ops = append(ops, &zk.CreateRequest{Path: p, Acl: h.s.cfg.acl}, &zk.DeleteRequest{Path: p, Version: -1})
-			}
-			_, err := c.Multi(append(ops, &zk.DeleteRequest{Path: path, Version: -1})...)
+			_, err := c.Multi(append(h.signals(fire), &zk.DeleteRequest{Path: path, Version: -1})...)
 			if err == nil || transient(err) || ended(err) {
 				return err
 			}
@@ -122,6 +129,29 @@ func (h Handle) send(path string, fire []string) (sent, settled <-chan struct{})
 		return nil
 	})
 	return sent, settled
+}
+
+// Signal sends the signals at paths (see Delete) in one transaction that
+// first checks that the node at while exists; if it does not, it sends none
+// and returns zk.ErrNoNode. Like Do, it honours ctx and sends the
+// transaction again after a dropped connection, so a signal may be sent
+// twice.
+func (h Handle) Signal(ctx context.Context, while string, paths ...string) error {
+	ops := append([]any{&zk.CheckVersionRequest{Path: while, Version: -1}}, h.signals(paths)...)
+	return h.Do(ctx, func(c *zk.Conn) error {
+		_, err := c.Multi(ops...)
+		return err
+	})
+}
+
+// signals returns the requests of a transaction that send a signal at each
+// of paths: a node created there and deleted again.
+func (h Handle) signals(paths []string) []any {
+	ops := make([]any, 0, 2*len(paths)+1)
+	for _, p := range paths {
+		ops = append(ops, &zk.CreateRequest{Path: p, Acl: h.s.cfg.acl}, &zk.DeleteRequest{Path: p, Version: -1})
+	}
+	return ops
 }
 
 // forgetProtected deletes, with Delete's guarantee, every child of parent

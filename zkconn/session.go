@@ -46,6 +46,7 @@ type Session struct {
 // client is one *zk.Conn and what the Session knows of it.
 type client struct {
 	conn       *zk.Conn
+	events     <-chan zk.Event // go-zookeeper's; closed once its goroutines have ended
 	wire       *wire
 	connector  *connector
 	watches    watchSet // the Watches set through this conn
@@ -64,9 +65,11 @@ type generation struct {
 // Dial connects to the ZooKeeper ensemble at servers ("host:port") and
 // returns once a ZooKeeper session is established, or ctx's error (wrapped,
 // and followed by how the last attempt on each server failed, if one did)
-// if ctx is done first, having released everything it started. With
-// WithTLS it also fails, before ctx is done, when every server refused the
-// TLS handshake (ErrTLSHandshake).
+// if ctx is done first, having released everything it started. That takes
+// up to a second past ctx's end: go-zookeeper waits that long for a
+// connection attempt under way, and for a request to end a session it
+// never got. With WithTLS it also fails, before ctx is done, when every
+// server refused the TLS handshake (ErrTLSHandshake).
 func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -159,7 +162,7 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, 
 func (s *Session) newClientLocked(addrs []string, names map[string]string, refused func(error)) (*client, error) {
 	cn := newConnector(&s.cfg, addrs, names, refused)
 	c := &client{authed: s.cfg.authScheme == "", wire: newWire(cn.dialer()), connector: cn}
-	conn, _, err := zk.Connect(addrs, s.cfg.sessionTimeout,
+	conn, events, err := zk.Connect(addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),
 		zk.WithLogger(zkLogger{s.cfg.logger}),
@@ -168,15 +171,30 @@ func (s *Session) newClientLocked(addrs []string, names map[string]string, refus
 		cn.close()
 		return nil, fmt.Errorf("zkconn: %w", err)
 	}
-	c.conn = conn
+	c.conn, c.events = conn, events
 	return c, nil
 }
 
-// close closes c's *zk.Conn, ending first a TLS handshake under way (which
-// go-zookeeper's Close does not wait for).
+// close closes c's *zk.Conn and returns once go-zookeeper's goroutines have
+// ended. It ends a TLS handshake under way first (go-zookeeper's Close does
+// not wait for one). With a session, go-zookeeper's Close asks the server to
+// end it, waiting up to a second for the reply; then the wire closes c's
+// connections, so that one that gives nothing back (a partition, a stopped
+// server) does not keep go-zookeeper reading until its deadline (two thirds
+// of the session timeout, ten times that before a session is granted).
+// Without a session there is nothing to end, and the connections close
+// first; go-zookeeper's Close then still waits its second, for a request it
+// cannot send. It must not run under s.mu, which go-zookeeper's event
+// callback takes.
 func (c *client) close() {
 	c.connector.close()
+	if c.wire.session.Load() == 0 {
+		c.wire.close()
+	}
 	c.conn.Close()
+	c.wire.close()
+	for range c.events {
+	}
 }
 
 // onEvent runs on go-zookeeper's goroutine for every event of c and must not

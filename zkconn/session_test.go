@@ -304,7 +304,7 @@ func TestCreateProtected(t *testing.T) {
 
 // TestDeleteFires: Delete sends its signals in the transaction that
 // deletes the node, and only if the node is there; a signal it cannot send
-// does not stop the delete.
+// does not stop the delete. Signal sends them only while a node is there.
 func TestDeleteFires(t *testing.T) {
 	s := dial(t, []string{shared.Addr()})
 	h := current(t, s)
@@ -374,6 +374,26 @@ func TestDeleteFires(t *testing.T) {
 	gone(p)
 	if there, _, err := observer.Conn().Exists(p + ".a"); err != nil || !there {
 		t.Fatalf("Exists(%s.a) = %v, %v; want the node in the way kept", p, there, err)
+	}
+
+	// Signal sends its signals while the node is there, and none once it
+	// is gone.
+	p = node()
+	w = watchSignal(p + ".a")
+	if err := h.Signal(ctx, p, p+".a"); err != nil {
+		t.Fatalf("Signal = %v", err)
+	}
+	if ev, ok := fired(w); !ok || ev.Type != zk.EventNodeCreated {
+		t.Fatalf("signal watch: %v, fired %v; want EventNodeCreated", ev.Type, ok)
+	}
+	gone(p + ".a")
+	<-settledOf(h.Delete(p))
+	w = watchSignal(p + ".a")
+	if err := h.Signal(ctx, p, p+".a"); !errors.Is(err, zk.ErrNoNode) {
+		t.Fatalf("Signal with the node gone = %v; want %v", err, zk.ErrNoNode)
+	}
+	if ev, ok := fired(w); ok {
+		t.Fatalf("signal fired (%v) though the node was gone", ev.Type)
 	}
 }
 

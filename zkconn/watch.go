@@ -153,3 +153,47 @@ func (h Handle) GetW(ctx context.Context, path string) ([]byte, *zk.Stat, *Watch
 	}
 	return data, st, w, nil
 }
+
+// ExistsW reports whether a node is at path, as Do does, and sets an exists
+// watch on it (go-zookeeper's channel). out closes once the request can no
+// longer reach the server after a request sent later: it has been written
+// to a connection (ZooKeeper applies a session's requests in the order they
+// come), or it never will be. When ctx ends while the request is out,
+// ExistsW returns at once, and out may close later; a request not yet under
+// way then is not sent. After a dropped connection Do sends the request
+// again, and out follows the last one sent.
+func (h Handle) ExistsW(ctx context.Context, path string) (there bool, watch <-chan zk.Event, out <-chan struct{}, err error) {
+	var (
+		mu      sync.Mutex
+		left    bool            // ExistsW has returned
+		written <-chan struct{} // the last request's (see wire.awaitWrite)
+	)
+	err = h.Do(ctx, func(c *zk.Conn) error {
+		mu.Lock()
+		if left {
+			mu.Unlock()
+			return context.Canceled
+		}
+		var done func()
+		written, done = h.gen.c.wire.awaitWrite(path, opExists)
+		mu.Unlock()
+		defer done() // written, or never to be
+		t, _, w, err := c.ExistsW(path)
+		mu.Lock()
+		defer mu.Unlock()
+		if !left {
+			there, watch = t, w
+		}
+		return err
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	left = true
+	if out = written; out == nil {
+		out = closedLatch.done()
+	}
+	if err != nil {
+		return false, nil, out, err
+	}
+	return there, watch, out, nil
+}

@@ -2,9 +2,11 @@ package zkconn
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -170,4 +172,42 @@ func watchCount(h Handle) int {
 		n += len(ws)
 	}
 	return n
+}
+
+// TestExistsWOut: ExistsW's out closes once the request has been written,
+// without waiting for its reply, which may never come (the connection up,
+// the reply lost); it closes at once for a request never sent.
+func TestExistsWOut(t *testing.T) {
+	p := zktest.NewProxy(t, shared.Addr())
+	h := current(t, dial(t, []string{p.Addr()}))
+	path := testRoot(t) + "/signal"
+
+	there, watch, out, err := h.ExistsW(context.Background(), path)
+	if err != nil || there || watch == nil {
+		t.Fatalf("ExistsW = %v, %v, %v; want a watch on no node", there, watch, err)
+	}
+	<-out
+
+	f := p.Strike(zktest.Match{Op: zktest.OpExists, Path: path}, zktest.Drop)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var outs [2]<-chan struct{}
+	go func() {
+		var err error
+		_, _, outs[0], err = h.ExistsW(ctx, path)
+		done <- err
+	}()
+	<-f.Struck() // written; its reply is gone
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("ExistsW with its reply lost = %v; want %v", err, context.Canceled)
+	}
+	<-outs[0]
+
+	_, _, outs[1], err = h.ExistsW(ctx, path) // ctx done: nothing sent
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("ExistsW(canceled) = %v; want %v", err, context.Canceled)
+	}
+	<-outs[1]
 }

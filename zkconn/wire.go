@@ -33,7 +33,7 @@ import (
 //     answers the oldest request still unanswered, or a later one).
 //   - A request can be followed out: awaitWrite's channel closes once a
 //     request of the kinds asked for, naming the path (a delete, or a multi
-//     with one; a create), has been written to a connection. ZooKeeper
+//     with one; a create; an exists), has been written to a connection. ZooKeeper
 //     applies one session's requests in the order they come on its
 //     connection, so anything written after it comes after the request,
 //     without waiting for its reply.
@@ -50,6 +50,8 @@ type wire struct {
 	mu      sync.Mutex
 	writes  map[string][]awaited       // jute-encoded path → awaitWrite's channels
 	pending map[string]<-chan struct{} // path → settling of a guaranteed delete under way
+	taps    map[*tap]struct{}          // the connections open
+	closed  bool                       // close was called: dials fail
 }
 
 func newWire(dial zk.Dialer) *wire { return &wire{dial: dial, base: time.Now()} }
@@ -75,14 +77,37 @@ func (w *wire) dialer() zk.Dialer {
 			t.holdFor = holdFor
 			t.authed = make(chan struct{}, 1)
 		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.closed {
+			c.Close()
+			return nil, errConnectorClosed
+		}
+		if w.taps == nil {
+			w.taps = make(map[*tap]struct{})
+		}
+		w.taps[t] = struct{}{}
 		return t, nil
 	}
+}
+
+// close closes every connection w dialed that is still open, which ends
+// go-zookeeper's reads and writes on them at once, and fails later dials.
+func (w *wire) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	for t := range w.taps {
+		t.Conn.Close()
+	}
+	w.taps = nil
 }
 
 // The opcodes of the requests awaitWrite follows.
 const (
 	opCreate = 1
 	opDelete = 2
+	opExists = 3
 	opMulti  = 14
 )
 
@@ -132,8 +157,8 @@ func (w *wire) wrote(b []byte) {
 		return
 	}
 	op := int32(binary.BigEndian.Uint32(b[8:12]))
-	if op != opCreate && op != opDelete && op != opMulti {
-		return // no awaitWrite follows it: pings, reads, most frames
+	if op != opCreate && op != opDelete && op != opExists && op != opMulti {
+		return // no awaitWrite follows it: pings, most reads
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -243,7 +268,7 @@ func (t *tap) Write(b []byte) (int, error) {
 		// connect request: length, protocol version, last zxid, timeout, session id
 		if id := int64(binary.BigEndian.Uint64(b[20:28])); id == 0 && t.w.session.Load() != 0 {
 			t.mu.Unlock()
-			t.Conn.Close()
+			t.Close()
 			return 0, errNewSession
 		}
 	}
@@ -277,6 +302,14 @@ func (t *tap) Write(b []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// Close closes the connection, which the wire then forgets.
+func (t *tap) Close() error {
+	t.w.mu.Lock()
+	delete(t.w.taps, t)
+	t.w.mu.Unlock()
+	return t.Conn.Close()
 }
 
 // The opcodes of the requests that set a session's watches, and its

@@ -192,9 +192,6 @@ func TestTapHoldStopsAtTheConnectResponse(t *testing.T) {
 	}
 }
 
-// opExists is the opcode of exists.
-const opExists = 3
-
 // handTap drives a tap by hand in ZooKeeper's protocol, as go-zookeeper
 // does.
 type handTap struct {
