@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,25 +19,9 @@ import (
 // path (four-letter word wchp).
 func watches(t testing.TB, srv *zktest.Server) map[string][]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := srv.Command(ctx, "wchp")
+	m, err := srv.Watches(context.Background())
 	if err != nil {
-		t.Fatalf("wchp: %v", err)
-	}
-	m := map[string][]int64{}
-	var path string
-	for _, line := range strings.Split(out, "\n") {
-		switch {
-		case strings.HasPrefix(line, "/"):
-			path = line
-		case strings.HasPrefix(line, "\t0x"):
-			id, err := strconv.ParseUint(line[3:], 16, 64)
-			if err != nil {
-				t.Fatalf("wchp line %q: %v", line, err)
-			}
-			m[path] = append(m[path], int64(id))
-		}
+		t.Fatalf("watches: %v", err)
 	}
 	return m
 }

@@ -24,9 +24,10 @@ import (
 // one, to watch the node again (see changed).
 type hold struct {
 	h       zkconn.Handle
-	node    string       // full path
-	fire    []string     // signals to send as node is deleted (entry.fire)
-	token   atomic.Int64 // czxid, once known
+	node    string                // full path
+	fire    []string              // signals to send as node is deleted (entry.fire)
+	watches []*zkconn.ExistsWatch // (entry.watches)
+	token   atomic.Int64          // czxid, once known
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	count   int            // re-entrancy depth (Mutex only)
@@ -77,7 +78,7 @@ type anyHoldKey struct{}
 // the moment the Session sees it; and a getData watch of its own is set on
 // the node, or being set again with a read of its data, at every moment.
 func newHold(parent context.Context, owner any, e entry, cfg holdConfig) *hold {
-	hd := &hold{h: e.h, node: e.node, fire: e.fire, count: 1}
+	hd := &hold{h: e.h, node: e.node, fire: e.fire, watches: e.watches, count: 1}
 	hd.token.Store(e.czxid)
 	ctx := context.WithValue(context.WithoutCancel(parent), holdKey{owner}, hd)
 	ctx = context.WithValue(ctx, anyHoldKey{}, hd)
@@ -297,6 +298,7 @@ func Token(held context.Context) int64 {
 // it is settled.
 func (hd *hold) end() (sent, settled <-chan struct{}) {
 	hd.stop()
+	unwatch(hd.watches, "")
 	return hd.h.Release(hd.node, hd.fire...)
 }
 
@@ -305,6 +307,7 @@ func (hd *hold) end() (sent, settled <-chan struct{}) {
 // returned channel closes when the delete is settled.
 func (hd *hold) abandon() (settled <-chan struct{}) {
 	hd.stop()
+	unwatch(hd.watches, "")
 	_, settled = hd.h.Delete(hd.node, hd.fire...)
 	return settled
 }

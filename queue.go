@@ -231,10 +231,9 @@ type entry struct {
 	// ownLink is the connection up when own was set (zkconn.Handle.Suspended
 	// of a Refresh): once it closes, events may come in another order.
 	ownLink <-chan struct{}
-	// out has, for each request setting a watch on a signal in fire, a
-	// channel that closes once the request cannot reach the server after
-	// e's delete (zkconn.Handle.ExistsW).
-	out []<-chan struct{}
+	// watches are the exists watches set on signals in fire (see
+	// watchSignal), wanted until they fire or e leaves.
+	watches []*zkconn.ExistsWatch
 	// fire lists the signals to send as node is deleted (zkconn.Handle.Delete
 	// sends them only if node is still there): the handoff signal of a head
 	// of the queue, and those of predecessors whose watch (set by us) has not
@@ -247,10 +246,10 @@ type entry struct {
 	//
 	// A signal can be sent only while our node exists. If someone else
 	// deletes it (an operator), those still listed cannot be: their watches
-	// stay set for as long as the session lives (go-zookeeper cannot remove
-	// a watch) unless their nodes send them. That is at most one watch per
-	// deletion, on a predecessor still there then that later leaves without
-	// its signal.
+	// stay set on the connection up (go-zookeeper cannot remove a watch),
+	// though not on the next one (zkconn.Handle.Unwatch), unless their nodes
+	// send them. That is at most one watch per deletion, on a predecessor
+	// still there then that later leaves without its signal.
 	fire []string
 }
 
@@ -260,12 +259,25 @@ type entry struct {
 // out when its caller gave up may not even have been queued on the
 // connection yet.
 func (e entry) remove() (sent, settled <-chan struct{}) {
-	out := e.out
+	unwatch(e.watches, "")
+	ws := e.watches
 	return e.h.DeleteAfter(func() {
-		for _, ch := range out {
-			<-ch
+		for _, x := range ws {
+			<-x.Out
 		}
 	}, e.node, e.fire...)
+}
+
+// unwatch says that the watches in ws on the signal at path (all of them,
+// for "") are no longer wanted (zkconn.ExistsWatch.Unwatch): they fired,
+// or their signal is about to be sent, and one that go-zookeeper set again
+// on a new connection after that would stay set.
+func unwatch(ws []*zkconn.ExistsWatch, path string) {
+	for _, x := range ws {
+		if path == "" || x.Path == path {
+			x.Unwatch()
+		}
+	}
 }
 
 // errNodeGone means our node was deleted while we waited.
@@ -471,7 +483,7 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	var (
 		wg             sync.WaitGroup
 		handoff        signal
-		sigOut         <-chan struct{}
+		sigWatch       *zkconn.ExistsWatch
 		sigErr, ownErr error
 		own            *zkconn.Watch
 		czxid          int64
@@ -483,7 +495,7 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 		// with ctx may still set it, and e's delete then waits for it
 		// (see remove).
 		e.fire = append(e.fire, handoffPath(path))
-		wg.Go(func() { handoff, sigOut, sigErr = watchSignal(ctx, h, handoffPath(path)) })
+		wg.Go(func() { handoff, sigWatch, sigErr = watchSignal(ctx, h, handoffPath(path)) })
 	}
 	link := h.Refresh().Suspended()
 	if needOwn {
@@ -499,11 +511,12 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	})
 	wg.Wait()
 	if needSig {
-		e.out = append(e.out, sigOut)
+		e.watches = append(e.watches, sigWatch)
 	}
 	if needSig && handoff.watch == nil && sigErr == nil {
-		// A node is at the signal's path: no watch of ours is there.
+		// A node is at the signal's path: it is no signal.
 		e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == handoffPath(path) })
+		unwatch(e.watches, handoffPath(path))
 	}
 	if needOwn && ownErr == nil {
 		e.czxid, e.own, e.ownLink = czxid, own, link
@@ -581,6 +594,7 @@ func (e *entry) gone(ctx context.Context, first bool, handoff *signal) (bool, si
 // entry.fire). Sent, s leaves e.fire; otherwise (e's node is gone, or ctx
 // ended) it stays there.
 func (e *entry) takeBack(ctx context.Context, s signal) {
+	unwatch(e.watches, s.path) // first: a reconnect may come before the signal
 	if e.h.Signal(ctx, e.node, s.path) == nil {
 		e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == s.path })
 	}
@@ -648,6 +662,7 @@ func (s *signal) fired(e *entry) bool {
 // s.path leaves e.fire), and reports whether s was sent.
 func (s *signal) took(e *entry, ev zk.Event) bool {
 	s.watch = nil
+	unwatch(e.watches, s.path)
 	e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == s.path })
 	return ev.Type == zk.EventNodeCreated
 }
@@ -655,14 +670,14 @@ func (s *signal) took(e *entry, ev zk.Event) bool {
 // watchSignal sets an exists watch on path. If a node is at path, it is no
 // signal: it returns one with no watch (the watch set stays with that node).
 // The caller adds a signal with a watch to e.fire until the watch fires, and
-// out to e.out (see zkconn.Handle.ExistsW): when ctx ends, the request may
-// still be out.
-func watchSignal(ctx context.Context, h zkconn.Handle, path string) (_ signal, out <-chan struct{}, _ error) {
-	there, watch, out, err := h.ExistsW(ctx, path)
+// the ExistsWatch, which comes with any error (the request may still be out
+// when ctx ends), to e.watches.
+func watchSignal(ctx context.Context, h zkconn.Handle, path string) (signal, *zkconn.ExistsWatch, error) {
+	there, x, err := h.ExistsW(ctx, path)
 	if err != nil || there {
-		return signal{}, out, err
+		return signal{}, x, err
 	}
-	return signal{path: path, watch: watch}, out, nil
+	return signal{path: path, watch: x.C}, x, nil
 }
 
 // ahead lists the queue and returns the nodes ahead of name (see before). It

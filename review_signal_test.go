@@ -3,8 +3,10 @@ package dsync_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/dsync-go/dsync"
 	"github.com/dsync-go/dsync/zkconn"
 	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // TestReviewSignalWatchTakenBack: a waiter B third in line sets an exists
@@ -226,4 +229,243 @@ func TestReviewGiveUpDeleteAfterLostReply(t *testing.T) {
 	}
 	z.Unlock()
 	awaitChildren(t, obs, path, 0)
+}
+
+// signalSetup queues A (holding), X (waiting, revocable) and W (third,
+// through a proxy of its own) on one Mutex, and returns once W watches X's
+// handoff signal, X's node and its own. X and W wait with ctxs of their own
+// (cancelX, cancelW); their LockContext errors come on xdone and wdone.
+type signalSetup struct {
+	path, nodeX, nodeW string
+	obs                *zk.Conn
+	p                  *zktest.Proxy
+	sa, sw             *zkconn.Session
+	a, w               *dsync.Mutex
+	idW                int64
+	cancelX, cancelW   context.CancelFunc
+	xdone, wdone       chan error
+}
+
+func setupSignal(t *testing.T, ctx context.Context, elsewhere bool) *signalSetup {
+	t.Helper()
+	st := &signalSetup{path: lockPath(t), obs: observer(t, shared.Addr())}
+	st.sa = dial(t, []string{shared.Addr()})
+	sx := dial(t, []string{shared.Addr()})
+	st.p = zktest.NewProxy(t, shared.Addr())
+	st.sw = dial(t, []string{st.p.Addr()})
+	if elsewhere {
+		watchElsewhere(t, ctx, st.sw)
+	}
+	st.a = dsync.NewMutex(st.sa, st.path)
+	if _, err := st.a.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x := dsync.NewMutex(sx, st.path, dsync.Revocable())
+	ctxX, cancelX := context.WithCancel(ctx)
+	st.cancelX, st.xdone = cancelX, make(chan error, 1)
+	go func() { _, err := x.LockContext(ctxX); st.xdone <- err }()
+	st.nodeX = st.path + "/" + orderedNames(awaitChildren(t, st.obs, st.path, 2))[1]
+	st.w = dsync.NewMutex(st.sw, st.path)
+	ctxW, cancelW := context.WithCancel(ctx)
+	st.cancelW, st.wdone = cancelW, make(chan error, 1)
+	go func() { _, err := st.w.LockContext(ctxW); st.wdone <- err }()
+	st.nodeW = st.path + "/" + orderedNames(awaitChildren(t, st.obs, st.path, 3))[2]
+	st.idW = mustSessionOf(t, st.obs, st.nodeW)
+	awaitWatch(t, shared, st.nodeX+".handoff", st.idW) // W waits for X's signal
+	awaitWatch(t, shared, st.nodeX, st.idW)            // and for X to leave
+	awaitWatch(t, shared, st.nodeW, st.idW)            // and watches its own node
+	t.Cleanup(func() { cancelX(); cancelW() })
+	return st
+}
+
+// giveUpX makes X give up: it never held, so it sends no signal.
+func (st *signalSetup) giveUpX(t *testing.T) {
+	t.Helper()
+	st.cancelX()
+	if err := <-st.xdone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("X's LockContext = %v; want context.Canceled", err)
+	}
+}
+
+// giveUpW makes W give up.
+func (st *signalSetup) giveUpW(t *testing.T) {
+	t.Helper()
+	st.cancelW()
+	if err := <-st.wdone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("W's LockContext = %v; want context.Canceled", err)
+	}
+}
+
+// checkNoWatch fails if W's session still watches X's signal, or anyone
+// anything under the lock, once the queue is empty.
+func (st *signalSetup) checkNoWatch(t *testing.T) {
+	t.Helper()
+	awaitChildren(t, st.obs, st.path, 0)
+	if slices.Contains(watches(t, shared)[st.nodeX+".handoff"], st.idW) {
+		t.Errorf("the queue is empty, and W's session still watches %s.handoff: "+
+			"set for as long as the session lives", st.nodeX)
+	}
+	if left := watchesUnder(t, st.path, st.obs); len(left) > 0 {
+		t.Errorf("no node left under %s, but watches are: %v", st.path, left)
+	}
+}
+
+// elsewhere is where watchElsewhere sets its watches.
+const elsewhere, elsewhereWatches = "/dsync-test-elsewhere/", 4000
+
+// watchElsewhere gives s's session many exists watches on long paths with
+// no node, as any long-lived Session of an application may have, so that
+// go-zookeeper sets its watches again on a new connection in many
+// setWatches requests (128 KiB each), each sent after the other's reply: a
+// request sent right after the reconnect reaches the server before most of
+// them.
+func watchElsewhere(t *testing.T, ctx context.Context, s *zkconn.Session) {
+	t.Helper()
+	h, err := s.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := elsewhere + strings.Repeat("x", 900)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := g; i < elsewhereWatches; i += 8 {
+				if _, _, _, err := h.Conn().ExistsW(fmt.Sprintf("%s%d", prefix, i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// awaitElsewhere returns once session id watches all of watchElsewhere's
+// paths again. ZooKeeper offers no watch on its watch table, so it asks
+// again every few milliseconds.
+func awaitElsewhere(t *testing.T, id int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := 0
+		for p, ids := range watches(t, shared) {
+			if strings.HasPrefix(p, elsewhere) && slices.Contains(ids, id) {
+				n++
+			}
+		}
+		if n == elsewhereWatches {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %#x watches %d of its %d other paths again", id, n, elsewhereWatches)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestReviewGiveUpSignalLostWithConnection: W, third in line, watches X's
+// handoff signal and gives up. Its delete sends that signal, which fires
+// W's watch on the server, but the notification is lost with the
+// connection. go-zookeeper still has the watch in its table (it never saw
+// the event), so it sets it again on the next connection (setWatches);
+// ZooKeeper sets an exists watch on a path with no node without looking at
+// zxids. The delete, sent again, finds W's node gone and sends no signal;
+// X then gives up without one (it never held), and W's session watched X's
+// signal path for as long as it lived. W now says it no longer wants the
+// watch (zkconn.ExistsWatch.Unwatch) before its delete, and the wire leaves
+// it out of setWatches.
+func TestReviewGiveUpSignalLostWithConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := setupSignal(t, ctx, false)
+	there, _, gone, err := st.obs.ExistsW(st.nodeW)
+	if err != nil || !there {
+		t.Fatalf("ExistsW(%s) = %v, %v", st.nodeW, there, err)
+	}
+	st.p.DropReplies() // from now on nothing reaches W's client
+	st.giveUpW(t)      // its delete sends X's signal
+	<-gone             // applied: W's watch on X's signal fired on the server
+	resent := st.p.Strike(zktest.Match{Op: zktest.OpSetWatches}, zktest.Drop)
+	st.p.Heal() // W's connection closes; the notification is lost
+	<-resent.Struck()
+	st.giveUpX(t)
+	st.a.Unlock()
+	st.checkNoWatch(t)
+}
+
+// TestReviewGiveUpSignalBeforeSetWatches: the same with nothing lost. W
+// gives up; its delete (which sends X's signal) is cut before it reaches
+// the server, and sent again on the next connection as soon as the Session
+// has its session back, before go-zookeeper's setWatches chunk that carries
+// X's signal (see watchElsewhere): the signal fires nothing, and that chunk
+// set the watch again.
+func TestReviewGiveUpSignalBeforeSetWatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := setupSignal(t, ctx, true)
+	cut := st.p.Strike(zktest.Match{Op: zktest.OpDelete, Path: st.nodeW}, zktest.Cut)
+	st.giveUpW(t)
+	<-cut.Struck()
+	awaitChildren(t, st.obs, st.path, 2) // sent again, and applied
+	st.giveUpX(t)
+	st.a.Unlock()
+	awaitElsewhere(t, st.idW)
+	st.checkNoWatch(t)
+}
+
+// TestReviewTakeBackAfterRevokedPredecessor: a revocation request written
+// into the waiting X makes W list again and follow X a second time: two
+// ExistsW on X's signal. X gives up without its signal and W takes its
+// watch back; that must give up both calls' wants (one per path was
+// counted once). takeBack's signal is cut, and sent again on the next
+// connection before the setWatches chunk that carries X's signal.
+func TestReviewTakeBackAfterRevokedPredecessor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st := setupSignal(t, ctx, true)
+	if err := dsync.Revoke(ctx, st.sa, st.nodeX); err != nil {
+		t.Fatal(err)
+	}
+	awaitWatch(t, shared, st.nodeX, st.idW) // set again by W's second follow
+	cut := st.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: st.nodeX + ".handoff"}, zktest.Cut)
+	st.giveUpX(t)
+	<-cut.Struck() // W's takeBack: cut, sent again on the next connection
+	awaitChildren(t, st.obs, st.path, 2)
+	st.a.Unlock()
+	if err := <-st.wdone; err != nil {
+		t.Fatalf("W's LockContext = %v", err)
+	}
+	st.w.Unlock()
+	awaitElsewhere(t, st.idW)
+	st.checkNoWatch(t)
+}
+
+// TestReviewFailedExistsKeepsUnwanted: W follows X's signal twice (a
+// revocation request into X), and the second request's reply never comes
+// (Drop). W gives up; its delete's signal fires its watch, but the
+// notification is lost with the connection, and the second request then
+// fails. That failure must not make the first request's watch, still in
+// go-zookeeper's table, wanted again (a count per path did).
+func TestReviewFailedExistsKeepsUnwanted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := setupSignal(t, ctx, false)
+	second := st.p.Strike(zktest.Match{Op: zktest.OpExists, Path: st.nodeX + ".handoff"}, zktest.Drop)
+	if err := dsync.Revoke(ctx, st.sa, st.nodeX); err != nil {
+		t.Fatal(err)
+	}
+	<-second.Struck() // W follows X again; that request's reply is gone
+	there, _, gone, err := st.obs.ExistsW(st.nodeW)
+	if err != nil || !there {
+		t.Fatalf("ExistsW(%s) = %v, %v", st.nodeW, there, err)
+	}
+	st.p.DropReplies()
+	st.giveUpW(t)
+	<-gone
+	resent := st.p.Strike(zktest.Match{Op: zktest.OpSetWatches}, zktest.Drop)
+	st.p.Heal()
+	<-resent.Struck()
+	st.giveUpX(t)
+	st.a.Unlock()
+	st.checkNoWatch(t)
 }

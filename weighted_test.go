@@ -160,6 +160,9 @@ func TestWeightedTryAcquire(t *testing.T) {
 	if !a.TryAcquire(2) {
 		t.Fatal("TryAcquire(2) of 3 free failed")
 	}
+	// a's internal lock goes without waiting for the network: b sees it
+	// gone once its delete reaches the server.
+	awaitChildren(t, observer(t, shared.Addr()), path+"/locks", 0)
 	if b.TryAcquire(2) {
 		t.Fatal("TryAcquire(2) with 1 free succeeded")
 	}

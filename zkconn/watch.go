@@ -154,46 +154,86 @@ func (h Handle) GetW(ctx context.Context, path string) ([]byte, *zk.Stat, *Watch
 	return data, st, w, nil
 }
 
+// An ExistsWatch is the exists watch ExistsW set on Path, or tried to.
+type ExistsWatch struct {
+	Path string
+	// C is go-zookeeper's watch channel; nil if ExistsW failed.
+	C <-chan zk.Event
+	// Out closes once the request can no longer reach the server after a
+	// request sent later: it has been written to a connection (ZooKeeper
+	// applies a session's requests in the order they come), or it never
+	// will be.
+	Out <-chan struct{}
+
+	w       *wire
+	counted bool // the wire counts this caller (see wire.exists)
+	once    sync.Once
+}
+
 // ExistsW reports whether a node is at path, as Do does, and sets an exists
-// watch on it (go-zookeeper's channel). out closes once the request can no
-// longer reach the server after a request sent later: it has been written
-// to a connection (ZooKeeper applies a session's requests in the order they
-// come), or it never will be. When ctx ends while the request is out,
-// ExistsW returns at once, and out may close later; a request not yet under
-// way then is not sent. After a dropped connection Do sends the request
-// again, and out follows the last one sent.
-func (h Handle) ExistsW(ctx context.Context, path string) (there bool, watch <-chan zk.Event, out <-chan struct{}, err error) {
+// watch on it. When ctx ends while the request is out, ExistsW returns at
+// once, and the watch's Out may close later; a request not yet under way
+// then is not sent. After a dropped connection Do sends the request again,
+// and Out follows the last one sent. The ExistsWatch is returned with any
+// error.
+//
+// go-zookeeper sets every watch whose event has not come again on each new
+// connection, and cannot forget one: a caller that no longer wants its
+// watch says so with Unwatch.
+func (h Handle) ExistsW(ctx context.Context, path string) (bool, *ExistsWatch, error) {
+	x := &ExistsWatch{Path: path, w: h.gen.c.wire}
 	var (
 		mu      sync.Mutex
-		left    bool            // ExistsW has returned
+		left    bool // ExistsW has returned
+		there   bool
+		ch      <-chan zk.Event
 		written <-chan struct{} // the last request's (see wire.awaitWrite)
 	)
-	err = h.Do(ctx, func(c *zk.Conn) error {
+	err := h.Do(ctx, func(c *zk.Conn) error {
 		mu.Lock()
 		if left {
 			mu.Unlock()
 			return context.Canceled
 		}
 		var done func()
-		written, done = h.gen.c.wire.awaitWrite(path, opExists)
+		written, done = x.w.awaitWrite(path, opExists)
+		if !x.counted {
+			x.counted = true
+			x.w.join(path)
+		}
+		x.w.sending(path)
 		mu.Unlock()
 		defer done() // written, or never to be
-		t, _, w, err := c.ExistsW(path)
+		defer x.w.sent(path)
+		t, _, watch, err := c.ExistsW(path) // the tap arms the record
 		mu.Lock()
 		defer mu.Unlock()
 		if !left {
-			there, watch = t, w
+			there, ch = t, watch
 		}
 		return err
 	})
 	mu.Lock()
 	defer mu.Unlock()
 	left = true
-	if out = written; out == nil {
-		out = closedLatch.done()
+	if x.Out = written; x.Out == nil {
+		x.Out = closedLatch.done()
 	}
 	if err != nil {
-		return false, nil, out, err
+		return false, x, err
 	}
-	return there, watch, out, nil
+	x.C = ch
+	return there, x, nil
+}
+
+// Unwatch says that the caller no longer wants the watch. Once no caller of
+// ExistsW at its path does, a watch go-zookeeper holds there is not set
+// again on a new connection; one set on the connection up stays until it
+// fires. Calls after the first do nothing.
+func (x *ExistsWatch) Unwatch() {
+	x.once.Do(func() {
+		if x.counted {
+			x.w.leave(x.Path)
+		}
+	})
 }

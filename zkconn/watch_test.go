@@ -174,40 +174,104 @@ func watchCount(h Handle) int {
 	return n
 }
 
-// TestExistsWOut: ExistsW's out closes once the request has been written,
-// without waiting for its reply, which may never come (the connection up,
-// the reply lost); it closes at once for a request never sent.
+// TestExistsWOut: an ExistsWatch's Out closes once the request has been
+// written, without waiting for its reply, which may never come (the
+// connection up, the reply lost); it closes at once for a request never
+// sent.
 func TestExistsWOut(t *testing.T) {
 	p := zktest.NewProxy(t, shared.Addr())
 	h := current(t, dial(t, []string{p.Addr()}))
 	path := testRoot(t) + "/signal"
 
-	there, watch, out, err := h.ExistsW(context.Background(), path)
-	if err != nil || there || watch == nil {
-		t.Fatalf("ExistsW = %v, %v, %v; want a watch on no node", there, watch, err)
+	there, x, err := h.ExistsW(context.Background(), path)
+	if err != nil || there || x.C == nil {
+		t.Fatalf("ExistsW = %v, %v, %v; want a watch on no node", there, x.C, err)
 	}
-	<-out
+	<-x.Out
+	x.Unwatch()
 
 	f := p.Strike(zktest.Match{Op: zktest.OpExists, Path: path}, zktest.Drop)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	var outs [2]<-chan struct{}
+	done := make(chan *ExistsWatch, 1)
 	go func() {
-		var err error
-		_, _, outs[0], err = h.ExistsW(ctx, path)
-		done <- err
+		_, x, err := h.ExistsW(ctx, path)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("ExistsW with its reply lost = %v; want %v", err, context.Canceled)
+		}
+		done <- x
 	}()
 	<-f.Struck() // written; its reply is gone
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("ExistsW with its reply lost = %v; want %v", err, context.Canceled)
-	}
-	<-outs[0]
+	x = <-done
+	<-x.Out
+	x.Unwatch()
 
-	_, _, outs[1], err = h.ExistsW(ctx, path) // ctx done: nothing sent
+	_, x, err = h.ExistsW(ctx, path) // ctx done: nothing sent
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("ExistsW(canceled) = %v; want %v", err, context.Canceled)
 	}
-	<-outs[1]
+	<-x.Out
+	x.Unwatch()
+}
+
+// TestExistsWatchRecord: the wire records an ExistsW caller until it calls
+// Unwatch, and the watch until it fires; it drops a watch from setWatches
+// only while it may be set and nobody wants it; it records nothing for a
+// request never sent, and keeps nothing once both are over.
+func TestExistsWatchRecord(t *testing.T) {
+	h := current(t, dial(t, []string{shared.Addr()}))
+	ctx := context.Background()
+	root := testRoot(t)
+	node, err := h.CreateProtected(ctx, root, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := node + ".s"
+	w := h.gen.c.wire
+	record := func() (rec existsWatches, dropped, ok bool) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if x := w.exists[sig]; x != nil {
+			return *x, w.unwantedLocked(sig), true
+		}
+		return existsWatches{}, false, false
+	}
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, x, err := h.ExistsW(canceled, sig)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("ExistsW(canceled) = %v", err)
+	}
+	x.Unwatch()
+	if rec, _, ok := record(); ok {
+		t.Fatalf("a request never sent left %+v", rec)
+	}
+
+	_, a, err := h.ExistsW(ctx, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := h.ExistsW(ctx, sig) // a second caller, on the same watch
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Unwatch()
+	a.Unwatch() // once only
+	if rec, dropped, _ := record(); rec != (existsWatches{callers: 1, armed: true}) || dropped {
+		t.Fatalf("one caller left: %+v, dropped %v; want 1 caller, armed, kept", rec, dropped)
+	}
+	b.Unwatch()
+	if rec, dropped, _ := record(); rec != (existsWatches{armed: true}) || !dropped {
+		t.Fatalf("no caller left: %+v, dropped %v; want armed, dropped", rec, dropped)
+	}
+	if err := h.Signal(ctx, node, sig); err != nil {
+		t.Fatal(err)
+	}
+	<-a.C // the event came, after the Session's callback saw it
+	if rec, _, ok := record(); ok {
+		t.Fatalf("the watch fired and nobody wants it, but the wire keeps %+v", rec)
+	}
+	<-settledOf(h.Delete(node))
 }

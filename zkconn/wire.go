@@ -52,7 +52,20 @@ type wire struct {
 	pending map[string]<-chan struct{} // path → settling of a guaranteed delete under way
 	taps    map[*tap]struct{}          // the connections open
 	closed  bool                       // close was called: dials fail
+
+	exists map[string]*existsWatches // by path: the watches of Handle.ExistsW
 }
+
+// existsWatches is what a wire knows of the exists watches of
+// Handle.ExistsW at one path.
+type existsWatches struct {
+	callers int  // callers of ExistsW that have not called Unwatch
+	out     int  // their requests that may still be written or answered
+	armed   bool // go-zookeeper holds a watch: answered since the last event
+}
+
+// gone reports whether nothing is left to know of x.
+func (x *existsWatches) gone() bool { return x.callers == 0 && x.out == 0 && !x.armed }
 
 func newWire(dial zk.Dialer) *wire { return &wire{dial: dial, base: time.Now()} }
 
@@ -102,6 +115,165 @@ func (w *wire) close() {
 	}
 	w.taps = nil
 }
+
+// join counts a caller of ExistsW at path (once per caller).
+func (w *wire) join(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.existsLocked(path).callers++
+}
+
+// sending counts a request of ExistsW at path, about to be sent, until
+// sent says it has returned: until then the record stays, so that the tap
+// follows the request.
+func (w *wire) sending(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.existsLocked(path).out++
+}
+
+// sent is the end of a sending: the request was answered (and armed the
+// record if it set a watch), or failed, or was never written.
+func (w *wire) sent(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if x := w.exists[path]; x != nil {
+		if x.out--; x.gone() {
+			delete(w.exists, path)
+		}
+	}
+}
+
+// recorded returns the path of an exists request's body (a path, then the
+// watch flag), and whether it sets a watch the wire records.
+func (w *wire) recorded(body []byte) (string, bool) {
+	if len(body) < 4 {
+		return "", false
+	}
+	l := int(int32(binary.BigEndian.Uint32(body)))
+	if l < 0 || 4+l >= len(body) || body[4+l] == 0 {
+		return "", false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	path := string(body[4 : 4+l])
+	return path, w.exists[path] != nil
+}
+
+// arm records that go-zookeeper holds a watch at path: it is about to read
+// the answer to a request setting it, having handled every frame before it
+// (see tap.Read), and before any event that fires it.
+func (w *wire) arm(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.existsLocked(path).armed = true
+}
+
+// existsLocked returns the record of path, made if there is none.
+func (w *wire) existsLocked(path string) *existsWatches {
+	if w.exists == nil {
+		w.exists = make(map[string]*existsWatches)
+	}
+	x := w.exists[path]
+	if x == nil {
+		x = &existsWatches{}
+		w.exists[path] = x
+	}
+	return x
+}
+
+// leave records that a caller of ExistsW at path no longer wants its watch.
+func (w *wire) leave(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if x := w.exists[path]; x != nil {
+		if x.callers--; x.gone() {
+			delete(w.exists, path)
+		}
+	}
+}
+
+// fired records that the watches at path fired: their event has come, and
+// go-zookeeper forgets them.
+func (w *wire) fired(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if x := w.exists[path]; x != nil {
+		if x.armed = false; x.gone() {
+			delete(w.exists, path)
+		}
+	}
+}
+
+// unwantedLocked reports whether go-zookeeper may hold an exists watch at
+// path that no caller of ExistsW wants.
+func (w *wire) unwantedLocked(path string) bool {
+	x := w.exists[path]
+	return x != nil && x.armed && x.callers == 0
+}
+
+// keepWanted returns the setWatches frame b without the exists watches
+// nobody wants, or b itself if it has none of them (or is not laid out as
+// go-zookeeper lays it out). go-zookeeper sets every watch whose event it
+// has not seen again on a new connection, and has no way to forget one: an
+// exists watch whose signal was sent while the connection was down, or
+// before setWatches on the next one, would stay set for as long as the
+// session lives.
+func (w *wire) keepWanted(b []byte) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.exists) == 0 {
+		return b
+	}
+	// length, xid, opcode, relative zxid; then the data, exists and child
+	// watches, each a count and then that many strings (a length, then
+	// bytes).
+	var ends [3]int
+	off := 20
+	for i := range ends {
+		if off+4 > len(b) {
+			return b
+		}
+		n := int(int32(binary.BigEndian.Uint32(b[off:])))
+		off += 4
+		for range n {
+			if off+4 > len(b) {
+				return b
+			}
+			l := int(int32(binary.BigEndian.Uint32(b[off:])))
+			if l < 0 || off+4+l > len(b) {
+				return b
+			}
+			off += 4 + l
+		}
+		ends[i] = off
+	}
+	if off != len(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	out = append(out, b[:ends[0]]...)
+	out = append(out, 0, 0, 0, 0) // the count of exists watches, set below
+	kept := 0
+	for off := ends[0] + 4; off < ends[1]; {
+		l := int(binary.BigEndian.Uint32(b[off:]))
+		if !w.unwantedLocked(string(b[off+4 : off+4+l])) {
+			out = append(out, b[off:off+4+l]...)
+			kept++
+		}
+		off += 4 + l
+	}
+	if len(out) == ends[1] {
+		return b // none dropped
+	}
+	binary.BigEndian.PutUint32(out[ends[0]:], uint32(kept))
+	out = append(out, b[ends[1]:]...)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out
+}
+
+// zkNoNode is ZooKeeper's error code for a node that does not exist.
+const zkNoNode = -101
 
 // The opcodes of the requests awaitWrite follows.
 const (
@@ -247,6 +419,14 @@ type tap struct {
 	open      int64         // reading goroutine only
 	authed    chan struct{} // a setAuth was written; holds one signal
 	authXids  []int32       // under mu: the xids of the setAuth requests written, not yet answered
+
+	// exists maps the xids of the exists requests written for paths the
+	// wire records (see wire.exists), not yet answered, to their paths.
+	// Under mu.
+	exists map[int32]string
+	// arms are the records to arm once go-zookeeper reads the reply at
+	// each offset, in order (see Read). Reading goroutine only.
+	arms []pendingArm
 }
 
 // holdFor bounds tap.hold, from the end of the connect response and of
@@ -273,6 +453,14 @@ func (t *tap) Write(b []byte) (int, error) {
 		}
 	}
 	t.pending = append(t.pending, now) // each Write is one request
+	if !first && len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opExists {
+		if path, ok := t.w.recorded(b[12:]); ok {
+			if t.exists == nil {
+				t.exists = make(map[int32]string)
+			}
+			t.exists[int32(binary.BigEndian.Uint32(b[4:8]))] = path
+		}
+	}
 	// The request's opcode; the connect request has none (its bytes 8-12
 	// are the epoch of the last zxid seen).
 	var op int32
@@ -283,7 +471,14 @@ func (t *tap) Write(b []byte) (int, error) {
 		}
 	}
 	t.mu.Unlock()
-	n, err := t.Conn.Write(b)
+	frame := b
+	if !first && len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opSetWatches {
+		frame = t.w.keepWanted(b)
+	}
+	n, err := t.Conn.Write(frame)
+	if err == nil {
+		n = len(b) // all of what go-zookeeper gave
+	}
 	if err == nil && !first {
 		t.w.wrote(b)
 		switch op {
@@ -319,7 +514,22 @@ const (
 	opSetWatches = 101
 )
 
+// A pendingArm is a record to arm (wire.arm) once go-zookeeper reads the
+// frame at offset at: the reply to a request that set a watch.
+type pendingArm struct {
+	at   int64
+	path string
+}
+
 func (t *tap) Read(b []byte) (int, error) {
+	// go-zookeeper reads a frame only once it has handled those before it
+	// (events included: it calls the Session's callback as it reads
+	// them), so a record armed now comes after the events before its
+	// reply, and before those after it.
+	for len(t.arms) > 0 && t.arms[0].at <= t.given {
+		t.w.arm(t.arms[0].path)
+		t.arms = t.arms[1:]
+	}
 	if t.hold != nil {
 		if err := t.awaitOpen(); err != nil {
 			return 0, err
@@ -435,6 +645,15 @@ func (t *tap) frame(f []byte, end int64) {
 		t.w.timeout.Store(int64(time.Duration(int32(binary.BigEndian.Uint32(f[4:8]))) * time.Millisecond))
 	} else if len(f) < 4 || int32(binary.BigEndian.Uint32(f[:4])) == xidNotification {
 		return
+	} else if path, ok := t.exists[int32(binary.BigEndian.Uint32(f[:4]))]; ok {
+		// reply header: xid, zxid, error. go-zookeeper keeps a watch
+		// for an exists answered without error or with NoNode.
+		delete(t.exists, int32(binary.BigEndian.Uint32(f[:4])))
+		if len(f) >= 16 {
+			if code := int32(binary.BigEndian.Uint32(f[12:16])); code == 0 || code == zkNoNode {
+				t.arms = append(t.arms, pendingArm{at: end - int64(4+len(f)), path: path})
+			}
+		}
 	} else if i := slices.Index(t.authXids, int32(binary.BigEndian.Uint32(f[:4]))); i >= 0 {
 		t.authXids = slices.Delete(t.authXids, i, i+1)
 		// The hold lets it through, and goes on after it, if it comes

@@ -317,3 +317,54 @@ func TestTapConnectRequestIsNoRequest(t *testing.T) {
 		c.Close()
 	}
 }
+
+// setWatchesFrame lays out a setWatches request as go-zookeeper does.
+func setWatchesFrame(data, exist, child []string) []byte {
+	body := binary.BigEndian.AppendUint32(nil, 7) // xid
+	body = binary.BigEndian.AppendUint32(body, opSetWatches)
+	body = binary.BigEndian.AppendUint64(body, 42) // relative zxid
+	for _, v := range [][]string{data, exist, child} {
+		body = binary.BigEndian.AppendUint32(body, uint32(len(v)))
+		for _, p := range v {
+			body = append(body, juteString(p)...)
+		}
+	}
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// TestKeepWanted: a setWatches frame loses the exists watches nobody wants
+// any more, and only those; a frame with none of them, or one laid out
+// otherwise, goes as it is.
+func TestKeepWanted(t *testing.T) {
+	w := newWire(nil)
+	for _, p := range []string{"/a.s", "/b.s", "/c.s"} {
+		w.join(p)
+		w.arm(p) // answered
+	}
+	w.join("/b.s") // two callers
+	w.leave("/a.s")
+	w.leave("/b.s")
+	w.leave("/x.s") // never joined: nothing to forget
+
+	in := setWatchesFrame([]string{"/a.s"}, []string{"/a.s", "/b.s", "/c.s", "/x.s"}, []string{"/a.s"})
+	want := setWatchesFrame([]string{"/a.s"}, []string{"/b.s", "/c.s", "/x.s"}, []string{"/a.s"})
+	if got := w.keepWanted(in); !bytes.Equal(got, want) {
+		t.Fatalf("keepWanted =\n%x\nwant\n%x", got, want)
+	}
+	none := setWatchesFrame(nil, []string{"/c.s"}, nil)
+	if got := w.keepWanted(none); &got[0] != &none[0] {
+		t.Error("a frame with no unwanted watch was copied")
+	}
+	short := in[:len(in)-3]
+	if got := w.keepWanted(short); !bytes.Equal(got, short) {
+		t.Error("a frame laid out otherwise was changed")
+	}
+	w.fired("/a.s") // its event came: forgotten
+	if got := w.keepWanted(in); !bytes.Equal(got, in) {
+		t.Error("a watch whose event came is still dropped")
+	}
+	w.arm("/a.s") // set again by a request answered after the event
+	if got := w.keepWanted(in); !bytes.Equal(got, want) {
+		t.Error("a watch set again, that nobody wants, is kept")
+	}
+}

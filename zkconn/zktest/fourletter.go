@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -102,4 +103,25 @@ func parseMode(reply string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("zktest: srvr: no mode in reply %q", reply)
+}
+
+// parseWchp parses the reply to wchp: each watched path on a line of its
+// own, then the ids of the sessions watching it, one per line, each after a
+// tab.
+func parseWchp(reply string) (map[string][]int64, error) {
+	m := map[string][]int64{}
+	var path string
+	for _, line := range strings.Split(reply, "\n") {
+		switch {
+		case strings.HasPrefix(line, "/"):
+			path = line
+		case strings.HasPrefix(line, "\t0x"):
+			id, err := strconv.ParseUint(line[3:], 16, 64)
+			if err != nil {
+				return nil, fmt.Errorf("zktest: wchp line %q: %w", line, err)
+			}
+			m[path] = append(m[path], int64(id))
+		}
+	}
+	return m, nil
 }

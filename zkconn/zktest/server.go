@@ -475,6 +475,20 @@ func (s *Server) Mntr(ctx context.Context) (map[string]string, error) {
 	return m, nil
 }
 
+// Watches returns the server's watch table from the "wchp" command: for
+// each watched path, the ids of the sessions watching it.
+func (s *Server) Watches(ctx context.Context) (map[string][]int64, error) {
+	reply, err := s.Command(ctx, "wchp")
+	if err != nil {
+		return nil, err
+	}
+	m, err := parseWchp(reply)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", s.name, s.addr, err)
+	}
+	return m, nil
+}
+
 // Mode returns the server's mode from the "srvr" command: "standalone" for a
 // standalone server; "leader" or "follower" for an ensemble member. When the
 // server is up but not serving (still starting, or a member without quorum),

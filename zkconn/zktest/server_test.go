@@ -221,3 +221,20 @@ func TestServerPauseResume(t *testing.T) {
 		t.Errorf("Get(/p) after Resume error: %v", err)
 	}
 }
+
+// TestWatches: Watches reads the server's watch table, a path and the
+// sessions watching it.
+func TestWatches(t *testing.T) {
+	srv := zktest.Start(t)
+	c := zktest.Observer(t, srv.Addr())
+	if _, _, _, err := c.ExistsW("/zktest-watched"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := srv.Watches(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := m["/zktest-watched"]; len(ids) != 1 || ids[0] != c.SessionID() {
+		t.Fatalf("Watches = %v; want /zktest-watched watched by %#x", m, c.SessionID())
+	}
+}
