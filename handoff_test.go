@@ -26,16 +26,13 @@ func watches(t testing.TB, srv *zktest.Server) map[string][]int64 {
 	return m
 }
 
-// awaitWatch blocks until session id watches path on srv. ZooKeeper offers
-// no watch on its watch table, so it asks again every few milliseconds.
+// awaitWatch blocks until session id watches path on srv.
 func awaitWatch(t testing.TB, srv *zktest.Server, path string, id int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !slices.Contains(watches(t, srv)[path], id) {
-		if time.Now().After(deadline) {
-			t.Fatalf("session %#x never watched %s; watches: %v", id, path, watches(t, srv))
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.AwaitWatches(ctx, func(m map[string][]int64) bool { return slices.Contains(m[path], id) }); err != nil {
+		t.Fatalf("session %#x never watched %s: %v; watches: %v", id, path, err, watches(t, srv))
 	}
 }
 

@@ -341,25 +341,23 @@ func watchElsewhere(t *testing.T, ctx context.Context, s *zkconn.Session) {
 }
 
 // awaitElsewhere returns once session id watches all of watchElsewhere's
-// paths again. ZooKeeper offers no watch on its watch table, so it asks
-// again every few milliseconds.
+// paths again.
 func awaitElsewhere(t *testing.T, id int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := 0
-		for p, ids := range watches(t, shared) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	err := shared.AwaitWatches(ctx, func(m map[string][]int64) bool {
+		n = 0
+		for p, ids := range m {
 			if strings.HasPrefix(p, elsewhere) && slices.Contains(ids, id) {
 				n++
 			}
 		}
-		if n == elsewhereWatches {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %#x watches %d of its %d other paths again", id, n, elsewhereWatches)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return n == elsewhereWatches
+	})
+	if err != nil {
+		t.Fatalf("session %#x watches %d of its %d other paths again: %v", id, n, elsewhereWatches, err)
 	}
 }
 

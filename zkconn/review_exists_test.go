@@ -16,23 +16,13 @@ import (
 )
 
 // awaitServerWatch returns once session id watches path on the shared
-// server. ZooKeeper offers no watch on its watch table: it asks again every
-// few milliseconds.
+// server.
 func awaitServerWatch(t *testing.T, path string, id int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		m, err := shared.Watches(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(m[path], id) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %#x never watched %s", id, path)
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := shared.AwaitWatches(ctx, func(m map[string][]int64) bool { return slices.Contains(m[path], id) }); err != nil {
+		t.Fatalf("session %#x never watched %s: %v", id, path, err)
 	}
 }
 

@@ -489,6 +489,27 @@ func (s *Server) Watches(ctx context.Context) (map[string][]int64, error) {
 	return m, nil
 }
 
+// AwaitWatches returns once ok reports true of the server's watch table
+// (see Watches), or with ctx's error, or the error of a reading of it.
+// ZooKeeper offers no watch on its watch table, so it reads it again every
+// few milliseconds.
+func (s *Server) AwaitWatches(ctx context.Context, ok func(map[string][]int64) bool) error {
+	for {
+		m, err := s.Watches(ctx)
+		if err != nil {
+			return err
+		}
+		if ok(m) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // Mode returns the server's mode from the "srvr" command: "standalone" for a
 // standalone server; "leader" or "follower" for an ensemble member. When the
 // server is up but not serving (still starting, or a member without quorum),

@@ -237,4 +237,14 @@ func TestWatches(t *testing.T) {
 	if ids := m["/zktest-watched"]; len(ids) != 1 || ids[0] != c.SessionID() {
 		t.Fatalf("Watches = %v; want /zktest-watched watched by %#x", m, c.SessionID())
 	}
+	watched := func(m map[string][]int64) bool { return len(m["/zktest-watched"]) == 1 }
+	if err := srv.AwaitWatches(context.Background(), watched); err != nil {
+		t.Fatalf("AwaitWatches of a watch set = %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	never := func(map[string][]int64) bool { return false }
+	if err := srv.AwaitWatches(ctx, never); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("AwaitWatches of what never comes = %v; want %v", err, context.DeadlineExceeded)
+	}
 }
