@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,15 +65,23 @@ func dial(t testing.TB, addrs []string, opts ...zkconn.Option) *zkconn.Session {
 	return s
 }
 
-// lockPath returns a lock path unique to the test.
-func lockPath(t testing.TB) string {
-	return "/dsync-test/" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-}
+// lockPaths holds each test's lockPath, and runs numbers them: go test
+// -count=n runs a test again on the same server, where a Once's record or a
+// Count's value of the last run would still be.
+var (
+	lockPaths sync.Map // testing.TB → string
+	runs      atomic.Int64
+)
 
-// rePath returns a path unique to this run of the test (-count=n reuses
-// lockPath, and a Once's record outlives the test).
-func rePath(t *testing.T) string {
-	return fmt.Sprintf("%s-%d", lockPath(t), time.Now().UnixNano())
+// lockPath returns a lock path unique to the test and to this run of it, the
+// same on every call within it.
+func lockPath(t testing.TB) string {
+	if p, ok := lockPaths.Load(t); ok {
+		return p.(string)
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	p, _ := lockPaths.LoadOrStore(t, fmt.Sprintf("/dsync-test/%s-%d", name, runs.Add(1)))
+	return p.(string)
 }
 
 // observer is a plain go-zookeeper connection for looking at what the

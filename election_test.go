@@ -320,7 +320,7 @@ func TestElectionNoHerd(t *testing.T) {
 func TestElectionObserveEmptyPath(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	path := rePath(t) + "/deeper"
+	path := lockPath(t) + "/deeper"
 	osess := dial(t, []string{shared.Addr()})
 	got := make(chan dsync.Participant, 1)
 	go func() {

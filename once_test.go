@@ -15,7 +15,7 @@ import (
 // at once: f runs once, every Do returns nil, and the record says who.
 func TestOnceRunsOnce(t *testing.T) {
 	ctx := context.Background()
-	path := rePath(t)
+	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	var (
 		runs atomic.Int32
@@ -55,7 +55,7 @@ func TestOnceRunsOnce(t *testing.T) {
 // is recorded, and the next caller runs f; once one succeeds, no more run.
 func TestOnceFailedRunLetsNextTry(t *testing.T) {
 	ctx := context.Background()
-	path := rePath(t)
+	path := lockPath(t)
 	boom := errors.New("boom")
 	var (
 		runs     atomic.Int32
@@ -92,7 +92,7 @@ func TestOnceFailedRunLetsNextTry(t *testing.T) {
 // Do run f again.
 func TestOnceDoneReset(t *testing.T) {
 	ctx := context.Background()
-	o := dsync.NewOnce(dial(t, []string{shared.Addr()}), rePath(t))
+	o := dsync.NewOnce(dial(t, []string{shared.Addr()}), lockPath(t))
 	runs := 0
 	f := func(context.Context) error { runs++; return nil }
 	for _, step := range []struct {
@@ -131,7 +131,7 @@ func TestOnceDoneReset(t *testing.T) {
 // runs f.
 func TestOnceLostRunNotRecorded(t *testing.T) {
 	ctx := context.Background()
-	path := rePath(t)
+	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	o := dsync.NewOnce(dial(t, []string{shared.Addr()}), path)
 	err := o.Do(ctx, func(held context.Context) error {
@@ -175,7 +175,7 @@ func TestOnceBadInput(t *testing.T) {
 	}
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := dsync.NewOnce(dial(t, []string{shared.Addr()}), rePath(t)).Do(done, f); !errors.Is(err, context.Canceled) {
+	if err := dsync.NewOnce(dial(t, []string{shared.Addr()}), lockPath(t)).Do(done, f); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do with a done ctx = %v; want context.Canceled", err)
 	}
 }
@@ -184,7 +184,7 @@ func TestOnceBadInput(t *testing.T) {
 // a run that succeeds after ctx ended is recorded, and Do returns nil.
 func TestOnceRecordsAfterCtx(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	o := dsync.NewOnce(dial(t, []string{shared.Addr()}), rePath(t))
+	o := dsync.NewOnce(dial(t, []string{shared.Addr()}), lockPath(t))
 	if err := o.Do(ctx, func(context.Context) error { cancel(); return nil }); err != nil {
 		t.Fatalf("Do whose ctx ended during f = %v; want nil", err)
 	}

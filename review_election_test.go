@@ -28,7 +28,7 @@ func reStruck(t *testing.T, f *zktest.Fault, res <-chan error) {
 // Bug (fixed during review: record now uses DoOnce): Once.record sent its multi again after a lost reply, so a record an operator's Reset deleted came back.
 func TestReviewElectionOnceRecordResurrectedAfterReset(t *testing.T) {
 	ctx := context.Background()
-	path := rePath(t)
+	path := lockPath(t)
 	p := zktest.NewProxy(t, shared.Addr())
 	o := dsync.NewOnce(dial(t, []string{p.Addr()}), path)
 	operator := dsync.NewOnce(dial(t, []string{shared.Addr()}), path)
@@ -56,7 +56,7 @@ func TestReviewElectionOnceRecordResurrectedAfterReset(t *testing.T) {
 
 // Bug (fixed while under review: Do now records with a context of its own): a run that succeeded alone was not recorded when Do's ctx ended while f ran.
 func TestReviewElectionOnceRunLostWhenCtxEndsDuringF(t *testing.T) {
-	path := rePath(t)
+	path := lockPath(t)
 	o := dsync.NewOnce(dial(t, []string{shared.Addr()}), path)
 	ctx, cancel := context.WithCancel(context.Background())
 	runs := 0
@@ -84,7 +84,7 @@ func TestReviewElectionOnceRunLostWhenCtxEndsDuringF(t *testing.T) {
 func TestReviewElectionObserveMissesLeaderWrite(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	path := rePath(t)
+	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())
 	osess := dial(t, []string{p.Addr()})
@@ -131,7 +131,7 @@ func TestReviewElectionObserveMissesLeaderWrite(t *testing.T) {
 
 // Bug (fixed during review: Do now panics): Do called from within f with f's context re-entered the run's lock and ran f again, nested.
 func TestReviewElectionOnceDoWithinFRunsFTwice(t *testing.T) {
-	o := dsync.NewOnce(dial(t, []string{shared.Addr()}), rePath(t))
+	o := dsync.NewOnce(dial(t, []string{shared.Addr()}), lockPath(t))
 	runs := 0
 	var inner error
 	var f func(context.Context) error
@@ -166,7 +166,7 @@ func TestReviewElectionOnceDoWithinFRunsFTwice(t *testing.T) {
 // Bug (fixed during review: record checks Done first): after a lost reply, Once.record's retry reported ErrLockLost although its first multi wrote the record.
 func TestReviewElectionOnceLostReplyReportedNotRecorded(t *testing.T) {
 	ctx := context.Background()
-	path := rePath(t)
+	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())
 	o := dsync.NewOnce(dial(t, []string{p.Addr()}), path)
@@ -195,7 +195,7 @@ func TestReviewElectionOnceLostReplyReportedNotRecorded(t *testing.T) {
 // Bug: a run that succeeded alone is not recorded when the connection drops under the record's multi (not applied, session intact): the run is lost, against "written ... within the session timeout".
 func TestReviewElectionOnceRecordLostOnBlip(t *testing.T) {
 	ctx := context.Background()
-	path := rePath(t)
+	path := lockPath(t)
 	p := zktest.NewProxy(t, shared.Addr())
 	o := dsync.NewOnce(dial(t, []string{p.Addr()}), path, dsync.WithLossPolicy(dsync.LostOnExpiry))
 

@@ -29,7 +29,7 @@ func ro2Lost(t *testing.T, path string) (*zktest.Proxy, <-chan error) {
 // Bug: Once.record reads any move of PATH's cversion after a lost reply as "written, then Reset": a record that never reached the server, its lock cleared by an operator (PATH/lock deleted), makes Do return nil with nothing recorded.
 func TestReviewOnce2CversionMovedByLockCleanup(t *testing.T) {
 	ctx := context.Background()
-	path := rePath(t)
+	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	p, res := ro2Lost(t, path)
 
@@ -62,7 +62,7 @@ func TestReviewOnce2CversionMovedByLockCleanup(t *testing.T) {
 func TestReviewOnce2CversionMovedByReaper(t *testing.T) {
 	ctx := context.Background()
 	srv := zktest.Start(t, zktest.WithSystemProperty("znode.container.checkIntervalMs", "50"))
-	path := rePath(t)
+	path := lockPath(t)
 	obs := observer(t, srv.Addr())
 	p := zktest.NewProxy(t, srv.Addr())
 	o := dsync.NewOnce(dial(t, []string{p.Addr()}), path)

@@ -23,7 +23,7 @@ import (
 // recorded" and exits 1 for a recorded run.
 func TestReviewOnce3AppliedRecordReportedFailed(t *testing.T) {
 	ctx := context.Background()
-	path := rePath(t)
+	path := lockPath(t)
 	p := zktest.NewProxy(t, shared.Addr())
 	o := dsync.NewOnce(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second)), path)
 	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: path + "/done"}, zktest.Drop)
@@ -51,7 +51,7 @@ func TestReviewOnce3AppliedRecordReportedFailed(t *testing.T) {
 // instead of -exit-lost.
 func TestReviewOnce3NeverSentRecordDownPastTimeoutNotLockLost(t *testing.T) {
 	ctx := context.Background()
-	path := rePath(t)
+	path := lockPath(t)
 	p := zktest.NewProxy(t, shared.Addr())
 	o := dsync.NewOnce(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second)), path)
 	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: path + "/done"}, zktest.BlackHole)

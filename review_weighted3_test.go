@@ -212,7 +212,7 @@ func TestReview3CountLoweredDuringOwnWait(t *testing.T) {
 	path := lockPath(t)
 	leases := path + "/leases"
 	refusingLeases(t, obs, path)
-	maxPath := rePath(t) + "-max"
+	maxPath := lockPath(t) + "-max"
 	t.Cleanup(func() { obs.Delete(maxPath, -1) })
 	ctx := context.Background()
 	other := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 2)

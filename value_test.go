@@ -25,14 +25,12 @@ func valueCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// valuePath returns a path unique to the test on the shared server, with
-// nothing under it: the persistent nodes of an earlier run (go test -count)
-// are deleted first, and again when the test ends.
+// valuePath returns lockPath(t), whose persistent nodes are deleted when
+// the test ends.
 func valuePath(t *testing.T) string {
 	t.Helper()
 	obs := observer(t, shared.Addr())
 	root := lockPath(t)
-	deleteTree(t, obs, root)
 	t.Cleanup(func() { deleteTree(t, obs, root) })
 	return root
 }

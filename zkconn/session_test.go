@@ -3,9 +3,11 @@ package zkconn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,9 +60,13 @@ func await(t *testing.T, sub *Subscription, want State, d time.Duration) Event {
 	}
 }
 
-// testRoot returns a path unique to the test.
+// roots numbers testRoot's paths: -count=n runs a test again in one server.
+var roots atomic.Int64
+
+// testRoot returns a path unique to this run of the test; each call gives a
+// new one.
 func testRoot(t *testing.T) string {
-	return "/zkconn-test/" + strings.ReplaceAll(t.Name(), "/", "_")
+	return fmt.Sprintf("/zkconn-test/%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), roots.Add(1))
 }
 
 func TestDialClose(t *testing.T) {
