@@ -453,26 +453,26 @@ func (t *tap) Write(b []byte) (int, error) {
 		}
 	}
 	t.pending = append(t.pending, now) // each Write is one request
-	if !first && len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opExists {
+	// The request's xid and opcode; the connect request has none (its
+	// bytes 8-12 are the epoch of the last zxid seen).
+	var xid, op int32
+	if !first && len(b) >= 12 {
+		xid, op = int32(binary.BigEndian.Uint32(b[4:8])), int32(binary.BigEndian.Uint32(b[8:12]))
+	}
+	switch {
+	case op == opExists:
 		if path, ok := t.w.recorded(b[12:]); ok {
 			if t.exists == nil {
 				t.exists = make(map[int32]string)
 			}
-			t.exists[int32(binary.BigEndian.Uint32(b[4:8]))] = path
+			t.exists[xid] = path
 		}
-	}
-	// The request's opcode; the connect request has none (its bytes 8-12
-	// are the epoch of the last zxid seen).
-	var op int32
-	if t.hold != nil && !first && len(b) >= 12 {
-		op = int32(binary.BigEndian.Uint32(b[8:12]))
-		if op == opSetAuth { // known before its reply can be read
-			t.authXids = append(t.authXids, int32(binary.BigEndian.Uint32(b[4:8])))
-		}
+	case op == opSetAuth && t.hold != nil: // known before its reply can be read
+		t.authXids = append(t.authXids, xid)
 	}
 	t.mu.Unlock()
 	frame := b
-	if !first && len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opSetWatches {
+	if op == opSetWatches {
 		frame = t.w.keepWanted(b)
 	}
 	n, err := t.Conn.Write(frame)
@@ -481,6 +481,8 @@ func (t *tap) Write(b []byte) (int, error) {
 	}
 	if err == nil && !first {
 		t.w.wrote(b)
+	}
+	if err == nil && t.hold != nil {
 		switch op {
 		case opSetWatches:
 			t.unhold()
@@ -643,18 +645,20 @@ func (t *tap) frame(f []byte, end int64) {
 		}
 		t.w.session.CompareAndSwap(0, id)
 		t.w.timeout.Store(int64(time.Duration(int32(binary.BigEndian.Uint32(f[4:8]))) * time.Millisecond))
-	} else if len(f) < 4 || int32(binary.BigEndian.Uint32(f[:4])) == xidNotification {
+	} else if len(f) < 4 {
 		return
-	} else if path, ok := t.exists[int32(binary.BigEndian.Uint32(f[:4]))]; ok {
+	} else if xid := int32(binary.BigEndian.Uint32(f[:4])); xid == xidNotification {
+		return
+	} else if path, ok := t.exists[xid]; ok {
 		// reply header: xid, zxid, error. go-zookeeper keeps a watch
 		// for an exists answered without error or with NoNode.
-		delete(t.exists, int32(binary.BigEndian.Uint32(f[:4])))
+		delete(t.exists, xid)
 		if len(f) >= 16 {
 			if code := int32(binary.BigEndian.Uint32(f[12:16])); code == 0 || code == zkNoNode {
 				t.arms = append(t.arms, pendingArm{at: end - int64(4+len(f)), path: path})
 			}
 		}
-	} else if i := slices.Index(t.authXids, int32(binary.BigEndian.Uint32(f[:4]))); i >= 0 {
+	} else if i := slices.Index(t.authXids, xid); i >= 0 {
 		t.authXids = slices.Delete(t.authXids, i, i+1)
 		// The hold lets it through, and goes on after it, if it comes
 		// right after what the hold let through: replies to requests
