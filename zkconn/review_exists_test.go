@@ -106,14 +106,7 @@ func TestReviewExistsRecordAfterQuickSignal(t *testing.T) {
 
 		// The exists request goes out and is answered; the signal comes
 		// after it; both wait to be read.
-		res := make(chan *ExistsWatch, 1)
-		go func() {
-			there, x, err := h.ExistsW(ctx, sig)
-			if err != nil || there {
-				t.Errorf("ExistsW(%s) = %v, %v", sig, there, err)
-			}
-			res <- x
-		}()
+		res := goExistsW(t, ctx, h, sig)
 		awaitServerWatch(t, sig, h.ID())
 		if err := other.Signal(ctx, nodeO, sig); err != nil {
 			t.Fatal(err)
@@ -207,7 +200,11 @@ type gateConn struct {
 	buf   []byte // not yet read
 	log   []byte // all read from the server
 	err   error
-	sw    []int32 // xids of the setWatches requests written
+	sw    [][]byte // the setWatches requests written
+	// shutAtSW: the gate shuts as the first setWatches request is
+	// written, so that go-zookeeper sends no more of them (it sends
+	// each once the one before it is answered).
+	shutAtSW bool
 
 	holdW    func(b []byte) bool // a frame whose Write waits for releaseW
 	heldW    chan struct{}       // closed once such a Write waits
@@ -227,14 +224,24 @@ func (g *gateConn) Write(b []byte) (int, error) {
 	}
 	if len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opSetWatches {
 		g.mu.Lock()
-		g.sw = append(g.sw, int32(binary.BigEndian.Uint32(b[4:8])))
+		g.sw = append(g.sw, slices.Clone(b))
+		if g.shutAtSW && len(g.sw) == 1 {
+			g.shut, g.since = true, len(g.log)
+		}
+		g.cond.Broadcast()
 		g.mu.Unlock()
 	}
 	return g.Conn.Write(b)
 }
 
-func newGateConn(c net.Conn) *gateConn {
-	g := &gateConn{Conn: c}
+// answersSW reports whether f is the reply to a setWatches request
+// written. Under g.mu.
+func (g *gateConn) answersSW(f []byte) bool {
+	return len(f) >= 4 && slices.ContainsFunc(g.sw, func(r []byte) bool { return bytes.Equal(r[4:8], f[:4]) })
+}
+
+func newGateConn(c net.Conn, shutAtSW bool) *gateConn {
+	g := &gateConn{Conn: c, shutAtSW: shutAtSW}
 	g.cond = sync.NewCond(&g.mu)
 	go func() {
 		b := make([]byte, 64<<10)
@@ -290,16 +297,7 @@ func (g *gateConn) open() {
 // await returns once the frames that came since the gate shut satisfy ok.
 func (g *gateConn) await(t *testing.T, ok func(frames [][]byte) bool) {
 	t.Helper()
-	stop := time.AfterFunc(30*time.Second, func() {
-		g.mu.Lock()
-		g.err = context.DeadlineExceeded
-		g.cond.Broadcast()
-		g.mu.Unlock()
-	})
-	defer stop.Stop()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for {
+	g.until(t, "the gated frames", func() bool {
 		var frames [][]byte
 		b := g.log[g.since:]
 		for len(b) >= 4 {
@@ -310,11 +308,26 @@ func (g *gateConn) await(t *testing.T, ok func(frames [][]byte) bool) {
 			frames = append(frames, b[4:end])
 			b = b[end:]
 		}
-		if ok(frames) {
-			return
-		}
+		return ok(frames)
+	})
+}
+
+// until returns once ok holds (called under g.mu), failing the test if it
+// does not within 30 s.
+func (g *gateConn) until(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	stop := time.AfterFunc(30*time.Second, func() {
+		g.mu.Lock()
+		g.err = context.DeadlineExceeded
+		g.cond.Broadcast()
+		g.mu.Unlock()
+	})
+	defer stop.Stop()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for !ok() {
 		if g.err != nil {
-			t.Fatalf("gated frames never came: %v", g.err)
+			t.Fatalf("%s never came: %v", what, g.err)
 		}
 		g.cond.Wait()
 	}
@@ -356,27 +369,20 @@ func replyErr(f []byte) (int32, bool) {
 func TestReviewExistsEventBeforeReplyInOneRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, last, count := gatedSession(t)
-	h := current(t, s)
+	gs := gatedSession(t)
+	h := current(t, gs.Session)
 	w := h.gen.c.wire
 	other, nodeO := signalNode(t, ctx)
 	sig := nodeO + ".s"
 	kept := keepWatching(t, ctx, h, nodeO)
 	x1 := mustExistsW(t, ctx, h, sig)
 
-	g := last()
+	g := gs.last()
 	g.gate()
 	if err := other.Signal(ctx, nodeO, sig); err != nil {
 		t.Fatal(err)
 	}
-	res := make(chan *ExistsWatch, 1)
-	go func() {
-		there, x, err := h.ExistsW(ctx, sig)
-		if err != nil || there {
-			t.Errorf("second ExistsW(%s) = %v, %v", sig, there, err)
-		}
-		res <- x
-	}()
+	res := goExistsW(t, ctx, h, sig)
 	// The event of x1, then the NoNode reply to the second request.
 	g.await(t, func(frames [][]byte) bool {
 		i := slices.IndexFunc(frames, func(f []byte) bool { return notifies(f, int32(zk.EventNodeCreated), sig) })
@@ -408,7 +414,7 @@ func TestReviewExistsEventBeforeReplyInOneRead(t *testing.T) {
 	}
 
 	// A new connection: go-zookeeper sends its watches again.
-	reconnect(t, ctx, s, h, last, count, kept)
+	gs.reconnect(t, h, kept)
 	m, err := shared.Watches(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -427,57 +433,113 @@ func mustExistsW(t *testing.T, ctx context.Context, h Handle, path string) *Exis
 	return x
 }
 
-// gatedSession dials a Session whose connections are gateConns; the
-// returned func gives the newest.
-func gatedSession(t *testing.T) (*Session, func() *gateConn, func() int) {
-	var (
-		mu    sync.Mutex
-		gates []*gateConn
-	)
+// A gated is a Session whose connections are gateConns.
+type gated struct {
+	*Session
+	mu    sync.Mutex
+	cond  *sync.Cond
+	gates []*gateConn
+	// shutAtSW: the connections dialed from now on shut their gates at
+	// their first setWatches (see gateConn.shutAtSW).
+	shutAtSW bool
+}
+
+// goExistsW calls ExistsW at path on a goroutine of its own, expecting no
+// node there, and sends the ExistsWatch on the returned channel.
+func goExistsW(t *testing.T, ctx context.Context, h Handle, path string) <-chan *ExistsWatch {
+	res := make(chan *ExistsWatch, 1)
+	go func() {
+		there, x, err := h.ExistsW(ctx, path)
+		if err != nil || there {
+			t.Errorf("ExistsW(%s) = %v, %v", path, there, err)
+		}
+		res <- x
+	}()
+	return res
+}
+
+// gatedSession dials a gated Session to servers (the shared server if none).
+func gatedSession(t *testing.T, servers ...string) *gated {
+	if len(servers) == 0 {
+		servers = []string{shared.Addr()}
+	}
+	gs := &gated{}
+	gs.cond = sync.NewCond(&gs.mu)
 	dialer := func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		c, err := net.DialTimeout(network, addr, timeout)
 		if err != nil {
 			return nil, err
 		}
-		g := newGateConn(c)
-		mu.Lock()
-		gates = append(gates, g)
-		mu.Unlock()
+		gs.mu.Lock()
+		defer gs.mu.Unlock()
+		g := newGateConn(c, gs.shutAtSW)
+		gs.gates = append(gs.gates, g)
+		gs.cond.Broadcast()
 		return g, nil
 	}
-	s := dial(t, []string{shared.Addr()}, WithDialer(dialer))
-	last := func() *gateConn {
-		mu.Lock()
-		defer mu.Unlock()
-		return gates[len(gates)-1]
-	}
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(gates)
-	}
-	return s, last, count
+	gs.Session = dial(t, servers, WithDialer(dialer))
+	return gs
 }
 
-// reconnect drops s's connection and returns once setWatches on the next
+// shutAtSetWatches sets whether the connections dialed from now on shut
+// their gates at their first setWatches.
+func (gs *gated) shutAtSetWatches(shut bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.shutAtSW = shut
+}
+
+// count returns how many connections have been dialed.
+func (gs *gated) count() int {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return len(gs.gates)
+}
+
+// last returns the newest connection.
+func (gs *gated) last() *gateConn {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return gs.gates[len(gs.gates)-1]
+}
+
+// redial closes the newest connection and returns the next, once
+// go-zookeeper has dialed it.
+func (gs *gated) redial(t *testing.T) *gateConn {
+	t.Helper()
+	n := gs.count()
+	gs.last().Conn.Close()
+	return gs.dialedAfter(t, n)
+}
+
+// dialedAfter returns connection n+1, once go-zookeeper has dialed it.
+func (gs *gated) dialedAfter(t *testing.T, n int) *gateConn {
+	t.Helper()
+	stop := time.AfterFunc(30*time.Second, func() {
+		gs.mu.Lock()
+		gs.cond.Broadcast()
+		gs.mu.Unlock()
+	})
+	defer stop.Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	for len(gs.gates) == n {
+		if time.Now().After(deadline) {
+			t.Fatal("no new connection within 30 s")
+		}
+		gs.cond.Wait()
+	}
+	return gs.gates[n]
+}
+
+// reconnect drops gs's connection and returns once setWatches on the next
 // one has been answered and the server watches kept (a watch still wanted)
 // for h again.
-func reconnect(t *testing.T, ctx context.Context, s *Session, h Handle, last func() *gateConn, count func() int, kept string) {
+func (gs *gated) reconnect(t *testing.T, h Handle, kept string) {
 	t.Helper()
-	n := count()
-	last().Conn.Close()
-	for count() == n {
-		current(t, s)
-		if err := h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Exists(kept); return err }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g := last()
-	g.await(t, func(frames [][]byte) bool {
-		return slices.ContainsFunc(frames, func(f []byte) bool {
-			return len(f) >= 4 && slices.Contains(g.sw, int32(binary.BigEndian.Uint32(f)))
-		})
-	})
+	g := gs.redial(t)
+	g.await(t, func(frames [][]byte) bool { return slices.ContainsFunc(frames, g.answersSW) })
 	awaitServerWatch(t, kept, h.ID())
 }
 
@@ -495,8 +557,8 @@ func reconnect(t *testing.T, ctx context.Context, s *Session, h Handle, last fun
 func TestReviewExistsWrittenAfterUnwatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, last, count := gatedSession(t)
-	h := current(t, s)
+	gs := gatedSession(t)
+	h := current(t, gs.Session)
 	w := h.gen.c.wire
 	_, nodeO := signalNode(t, ctx)
 	sig := nodeO + ".s"
@@ -504,7 +566,7 @@ func TestReviewExistsWrittenAfterUnwatch(t *testing.T) {
 
 	// A getData of nodeO whose Write waits: go-zookeeper's sending
 	// goroutine is held on it, and requests queue behind it.
-	g := last()
+	g := gs.last()
 	key := juteString(nodeO)
 	g.mu.Lock()
 	g.heldW, g.releaseW = make(chan struct{}), make(chan struct{})
@@ -552,7 +614,7 @@ func TestReviewExistsWrittenAfterUnwatch(t *testing.T) {
 	if err := h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Get(nodeO); return err }); err != nil {
 		t.Fatal(err)
 	}
-	reconnect(t, ctx, s, h, last, count, kept)
+	gs.reconnect(t, h, kept)
 	m, err := shared.Watches(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -202,7 +202,7 @@ func (c *client) close() {
 func (s *Session) onEvent(c *client, ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		c.watches.fire(ev)
-		c.wire.fired(ev.Path)
+		c.wire.fired(ev.Path, ev.Type)
 		return
 	}
 	s.mu.Lock()

@@ -179,7 +179,10 @@ type ExistsWatch struct {
 //
 // go-zookeeper sets every watch whose event has not come again on each new
 // connection, and cannot forget one: a caller that no longer wants its
-// watch says so with Unwatch.
+// watch says so with Unwatch. A later exists request at the same path,
+// answered on the new connection that no node is there, sets the watch for
+// every caller there, and go-zookeeper's copy is left out: it could come
+// after the watch's event, and set one nobody holds.
 func (h Handle) ExistsW(ctx context.Context, path string) (bool, *ExistsWatch, error) {
 	x := &ExistsWatch{Path: path, w: h.gen.c.wire}
 	var (
@@ -195,17 +198,22 @@ func (h Handle) ExistsW(ctx context.Context, path string) (bool, *ExistsWatch, e
 			mu.Unlock()
 			return context.Canceled
 		}
-		var done func()
-		written, done = x.w.awaitWrite(path, opExists)
+		wrote, done := x.w.awaitWrite(path, opExists)
+		written = wrote
 		if !x.counted {
 			x.counted = true
 			x.w.join(path)
 		}
 		x.w.sending(path)
 		mu.Unlock()
-		defer done() // written, or never to be
-		defer x.w.sent(path)
+		defer done()                        // written, or never to be
 		t, _, watch, err := c.ExistsW(path) // the tap arms the record
+		select {
+		case <-wrote:
+			x.w.sent(path, true)
+		default:
+			x.w.sent(path, false) // its count of unsent goes
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if !left {

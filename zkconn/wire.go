@@ -53,15 +53,25 @@ type wire struct {
 	taps    map[*tap]struct{}          // the connections open
 	closed  bool                       // close was called: dials fail
 
-	exists map[string]*existsWatches // by path: the watches of Handle.ExistsW
+	exists map[string]*existsWatches // by path: the exists watches (see existsWatches)
 }
 
-// existsWatches is what a wire knows of the exists watches of
-// Handle.ExistsW at one path.
+// existsWatches is what a wire knows of the exists watches at one path: of
+// the callers of Handle.ExistsW, and of the watch go-zookeeper holds there.
+// Every exists request that sets a watch goes through a tap, so the wire
+// knows of every such watch go-zookeeper holds (armed).
 type existsWatches struct {
 	callers int  // callers of ExistsW that have not called Unwatch
 	out     int  // their requests that may still be written or answered
+	unsent  int  // those of out not yet written
 	armed   bool // go-zookeeper holds a watch: answered since the last event
+	// plain: a request not of ExistsW set the watch go-zookeeper holds, for
+	// a caller that cannot say it no longer wants it.
+	plain bool
+	// on is the connection (tap.n) on which a request was last answered
+	// that the node is not there: the server holds an exists watch for it
+	// there, which stands for any go-zookeeper sets again.
+	on int32
 }
 
 // gone reports whether nothing is left to know of x.
@@ -84,8 +94,8 @@ func (w *wire) dialer() zk.Dialer {
 		if err != nil {
 			return nil, err
 		}
-		t := &tap{Conn: c, w: w}
-		if raceEnabled && w.dialed.Add(1) > 1 {
+		t := &tap{Conn: c, w: w, n: w.dialed.Add(1)}
+		if raceEnabled && t.n > 1 {
 			t.hold = make(chan struct{})
 			t.holdFor = holdFor
 			t.authed = make(chan struct{}, 1)
@@ -129,44 +139,82 @@ func (w *wire) join(path string) {
 func (w *wire) sending(path string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.existsLocked(path).out++
+	x := w.existsLocked(path)
+	x.out++
+	x.unsent++
 }
 
 // sent is the end of a sending: the request was answered (and armed the
-// record if it set a watch), or failed, or was never written.
-func (w *wire) sent(path string) {
+// record if it set a watch), or failed, or was never written (wrote
+// false).
+func (w *wire) sent(path string, wrote bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if x := w.exists[path]; x != nil {
+		if !wrote && x.unsent > 0 {
+			x.unsent--
+		}
 		if x.out--; x.gone() {
 			delete(w.exists, path)
 		}
 	}
 }
 
-// recorded returns the path of an exists request's body (a path, then the
-// watch flag), and whether it sets a watch the wire records.
-func (w *wire) recorded(body []byte) (string, bool) {
+// watching records an exists request about to be written, given its body
+// (a path, then the watch flag), and returns the watch it is to set, if it
+// sets one. It is ExistsW's if one of ExistsW's is still to be written
+// there; two requests at one path, one of ExistsW and one not, written the
+// other way round make the record plain all the same.
+func (w *wire) watching(body []byte) (watching, bool) {
 	if len(body) < 4 {
-		return "", false
+		return watching{}, false
 	}
 	l := int(int32(binary.BigEndian.Uint32(body)))
 	if l < 0 || 4+l >= len(body) || body[4+l] == 0 {
-		return "", false
+		return watching{}, false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	path := string(body[4 : 4+l])
-	return path, w.exists[path] != nil
+	ws := watching{path: string(body[4 : 4+l]), plain: true}
+	if x := w.exists[ws.path]; x != nil && x.unsent > 0 {
+		x.unsent--
+		ws.plain = false
+	}
+	return ws, true
 }
 
-// arm records that go-zookeeper holds a watch at path: it is about to read
-// the answer to a request setting it, having handled every frame before it
-// (see tap.Read), and before any event that fires it.
-func (w *wire) arm(path string) {
+// A watching is an exists request that sets a watch.
+type watching struct {
+	path   string
+	plain  bool // not of ExistsW (see existsWatches.plain)
+	noNode bool // answered that no node is there
+}
+
+// answered records that ws was answered on connection n, as soon as the
+// answer comes (before go-zookeeper reads it: see arm).
+func (w *wire) answered(ws watching, n int32) {
+	if !ws.noNode {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.existsLocked(path).armed = true
+	if x := w.exists[ws.path]; x != nil {
+		x.on = n
+	}
+}
+
+// arm records that go-zookeeper holds the watch ws asked for, answered on
+// connection n: it is about to read the answer to ws, having handled every
+// frame before it (see tap.Read), and before any event that fires it.
+func (w *wire) arm(ws watching, n int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	x := w.existsLocked(ws.path)
+	x.armed = true
+	x.plain = x.plain || ws.plain
+	if ws.noNode {
+		x.on = n
+	}
 }
 
 // existsLocked returns the record of path, made if there is none.
@@ -193,38 +241,51 @@ func (w *wire) leave(path string) {
 	}
 }
 
-// fired records that the watches at path fired: their event has come, and
-// go-zookeeper forgets them.
-func (w *wire) fired(path string) {
+// fired records an event at path of type typ: every exists watch there
+// has fired (all but a children event fire them), and go-zookeeper forgets
+// it.
+func (w *wire) fired(path string, typ zk.EventType) {
+	if typ == zk.EventNodeChildrenChanged {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if x := w.exists[path]; x != nil {
-		if x.armed = false; x.gone() {
+		if x.armed, x.plain = false, false; x.gone() {
 			delete(w.exists, path)
 		}
 	}
 }
 
-// unwantedLocked reports whether go-zookeeper may hold an exists watch at
-// path that no caller of ExistsW wants.
-func (w *wire) unwantedLocked(path string) bool {
+// carriedLocked reports whether a setWatches written on connection n is to
+// carry the exists watch at path: go-zookeeper holds it (the record is
+// armed), someone wants it (a caller of ExistsW, or one that cannot say),
+// and no request answered on n set an exists watch there already. (A
+// request answered that the node is there set a data watch, which would
+// not tell go-zookeeper's exists watch that the node was made while the
+// connection was down, as setWatches does.)
+func (w *wire) carriedLocked(path string, n int32) bool {
 	x := w.exists[path]
-	return x != nil && x.armed && x.callers == 0
+	return x != nil && x.armed && (x.callers > 0 || x.plain) && x.on != n
 }
 
-// keepWanted returns the setWatches frame b without the exists watches
-// nobody wants, or b itself if it has none of them (or is not laid out as
-// go-zookeeper lays it out). go-zookeeper sets every watch whose event it
-// has not seen again on a new connection, and has no way to forget one: an
-// exists watch whose signal was sent while the connection was down, or
-// before setWatches on the next one, would stay set for as long as the
-// session lives.
-func (w *wire) keepWanted(b []byte) []byte {
+// keepWanted returns the setWatches frame b, written on connection n,
+// without the exists watches it is not to carry (carriedLocked), or b
+// itself if it has none of them (or is not laid out as go-zookeeper lays it
+// out).
+//
+// go-zookeeper sets every watch whose event it has not seen again on a new
+// connection, and has no way to forget one: an exists watch whose signal
+// was sent while the connection was down, or before setWatches on the next
+// one, would stay set for as long as the session lives. Nor is b always
+// what go-zookeeper holds now: it sends its watches in parts, each once
+// the one before it is answered, with other requests in between, and a part
+// queued as a connection broke goes out on the next one. A watch whose
+// event came since would be set again for nobody, and so would one a
+// request on n set before b and whose event came before b was applied.
+func (w *wire) keepWanted(b []byte, n int32) []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.exists) == 0 {
-		return b
-	}
 	// length, xid, opcode, relative zxid; then the data, exists and child
 	// watches, each a count and then that many strings (a length, then
 	// bytes).
@@ -257,7 +318,7 @@ func (w *wire) keepWanted(b []byte) []byte {
 	kept := 0
 	for off := ends[0] + 4; off < ends[1]; {
 		l := int(binary.BigEndian.Uint32(b[off:]))
-		if !w.unwantedLocked(string(b[off+4 : off+4+l])) {
+		if w.carriedLocked(string(b[off+4:off+4+l]), n) {
 			out = append(out, b[off:off+4+l]...)
 			kept++
 		}
@@ -400,6 +461,10 @@ type tap struct {
 	// that reconnects with a watch set. The hold orders the read before
 	// every such write: a reply is given to go-zookeeper only once the
 	// setWatches request, which goes out after the read, has been written.
+	// That request is relative to the last zxid the connect request gave
+	// (connZxid), as no reply was read in between; a setWatches queued on
+	// the connection before, which goes out first, is relative to an
+	// earlier one and does not end the hold.
 	//
 	// A session with credentials sends them first (setAuth) and sends
 	// nothing more, setWatches included, until their replies are read: the
@@ -414,16 +479,17 @@ type tap struct {
 	// runs holdFor from each end.
 	hold      chan struct{}
 	holdOnce  sync.Once
+	connZxid  int64         // under mu: the connect request's last zxid
 	holdFor   time.Duration // the timer's length: holdFor, but in tests
 	holdTimer *time.Timer   // reading goroutine only
 	open      int64         // reading goroutine only
 	authed    chan struct{} // a setAuth was written; holds one signal
 	authXids  []int32       // under mu: the xids of the setAuth requests written, not yet answered
 
-	// exists maps the xids of the exists requests written for paths the
-	// wire records (see wire.exists), not yet answered, to their paths.
-	// Under mu.
-	exists map[int32]string
+	n int32 // the connection's number: the wire's first is 1
+	// exists maps the xids of the exists requests written that set a
+	// watch, not yet answered, to their watches. Under mu.
+	exists map[int32]watching
 	// arms are the records to arm once go-zookeeper reads the reply at
 	// each offset, in order (see Read). Reading goroutine only.
 	arms []pendingArm
@@ -446,6 +512,7 @@ func (t *tap) Write(b []byte) (int, error) {
 	t.wrote = true
 	if first && len(b) >= 28 {
 		// connect request: length, protocol version, last zxid, timeout, session id
+		t.connZxid = int64(binary.BigEndian.Uint64(b[8:16]))
 		if id := int64(binary.BigEndian.Uint64(b[20:28])); id == 0 && t.w.session.Load() != 0 {
 			t.mu.Unlock()
 			t.Close()
@@ -461,19 +528,22 @@ func (t *tap) Write(b []byte) (int, error) {
 	}
 	switch {
 	case op == opExists:
-		if path, ok := t.w.recorded(b[12:]); ok {
+		if ws, ok := t.w.watching(b[12:]); ok {
 			if t.exists == nil {
-				t.exists = make(map[int32]string)
+				t.exists = make(map[int32]watching)
 			}
-			t.exists[xid] = path
+			t.exists[xid] = ws
 		}
 	case op == opSetAuth && t.hold != nil: // known before its reply can be read
 		t.authXids = append(t.authXids, xid)
 	}
+	// setWatches made on this connection (see hold): its relative zxid
+	// follows the opcode.
+	ownSW := op == opSetWatches && len(b) >= 20 && int64(binary.BigEndian.Uint64(b[12:20])) == t.connZxid
 	t.mu.Unlock()
 	frame := b
 	if op == opSetWatches {
-		frame = t.w.keepWanted(b)
+		frame = t.w.keepWanted(b, t.n)
 	}
 	n, err := t.Conn.Write(frame)
 	if err == nil {
@@ -483,10 +553,10 @@ func (t *tap) Write(b []byte) (int, error) {
 		t.w.wrote(b)
 	}
 	if err == nil && t.hold != nil {
-		switch op {
-		case opSetWatches:
+		switch {
+		case ownSW:
 			t.unhold()
-		case opSetAuth:
+		case op == opSetAuth:
 			// go-zookeeper waits for the reply to a credential it
 			// sends again before it sends anything more, so the signal
 			// is not pending then. (One of AddAuth's, sent behind
@@ -519,8 +589,8 @@ const (
 // A pendingArm is a record to arm (wire.arm) once go-zookeeper reads the
 // frame at offset at: the reply to a request that set a watch.
 type pendingArm struct {
-	at   int64
-	path string
+	at int64
+	ws watching
 }
 
 func (t *tap) Read(b []byte) (int, error) {
@@ -529,7 +599,7 @@ func (t *tap) Read(b []byte) (int, error) {
 	// them), so a record armed now comes after the events before its
 	// reply, and before those after it.
 	for len(t.arms) > 0 && t.arms[0].at <= t.given {
-		t.w.arm(t.arms[0].path)
+		t.w.arm(t.arms[0].ws, t.n)
 		t.arms = t.arms[1:]
 	}
 	if t.hold != nil {
@@ -649,13 +719,15 @@ func (t *tap) frame(f []byte, end int64) {
 		return
 	} else if xid := int32(binary.BigEndian.Uint32(f[:4])); xid == xidNotification {
 		return
-	} else if path, ok := t.exists[xid]; ok {
+	} else if ws, ok := t.exists[xid]; ok {
 		// reply header: xid, zxid, error. go-zookeeper keeps a watch
 		// for an exists answered without error or with NoNode.
 		delete(t.exists, xid)
 		if len(f) >= 16 {
 			if code := int32(binary.BigEndian.Uint32(f[12:16])); code == 0 || code == zkNoNode {
-				t.arms = append(t.arms, pendingArm{at: end - int64(4+len(f)), path: path})
+				ws.noNode = code == zkNoNode
+				t.w.answered(ws, t.n)
+				t.arms = append(t.arms, pendingArm{at: end - int64(4+len(f)), ws: ws})
 			}
 		}
 	} else if i := slices.Index(t.authXids, xid); i >= 0 {

@@ -332,39 +332,67 @@ func setWatchesFrame(data, exist, child []string) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
 }
 
-// TestKeepWanted: a setWatches frame loses the exists watches nobody wants
-// any more, and only those; a frame with none of them, or one laid out
+// TestKeepWanted: a setWatches frame written on a connection carries only
+// the exists watches go-zookeeper holds (armed), that someone wants (a
+// caller of ExistsW, or a plain request's), and that no request on that
+// connection set already; a frame that loses none, or one laid out
 // otherwise, goes as it is.
 func TestKeepWanted(t *testing.T) {
 	w := newWire(nil)
+	const old, next = 1, 2 // connections
 	for _, p := range []string{"/a.s", "/b.s", "/c.s"} {
 		w.join(p)
-		w.arm(p) // answered
+		w.arm(watching{path: p}, old) // answered
 	}
 	w.join("/b.s") // two callers
 	w.leave("/a.s")
 	w.leave("/b.s")
 	w.leave("/x.s") // never joined: nothing to forget
+	w.arm(watching{path: "/p", plain: true}, old)
 
-	in := setWatchesFrame([]string{"/a.s"}, []string{"/a.s", "/b.s", "/c.s", "/x.s"}, []string{"/a.s"})
-	want := setWatchesFrame([]string{"/a.s"}, []string{"/b.s", "/c.s", "/x.s"}, []string{"/a.s"})
-	if got := w.keepWanted(in); !bytes.Equal(got, want) {
+	in := setWatchesFrame([]string{"/a.s"}, []string{"/a.s", "/b.s", "/c.s", "/p", "/x.s"}, []string{"/a.s"})
+	want := setWatchesFrame([]string{"/a.s"}, []string{"/b.s", "/c.s", "/p"}, []string{"/a.s"})
+	if got := w.keepWanted(in, next); !bytes.Equal(got, want) {
 		t.Fatalf("keepWanted =\n%x\nwant\n%x", got, want)
 	}
-	none := setWatchesFrame(nil, []string{"/c.s"}, nil)
-	if got := w.keepWanted(none); &got[0] != &none[0] {
-		t.Error("a frame with no unwanted watch was copied")
+	none := setWatchesFrame(nil, []string{"/c.s", "/p"}, nil)
+	if got := w.keepWanted(none, next); &got[0] != &none[0] {
+		t.Error("a frame that loses nothing was copied")
 	}
 	short := in[:len(in)-3]
-	if got := w.keepWanted(short); !bytes.Equal(got, short) {
+	if got := w.keepWanted(short, next); !bytes.Equal(got, short) {
 		t.Error("a frame laid out otherwise was changed")
 	}
-	w.fired("/a.s") // its event came: forgotten
-	if got := w.keepWanted(in); !bytes.Equal(got, in) {
-		t.Error("a watch whose event came is still dropped")
+
+	// Requests on the next connection before the frame, answered that
+	// no node is there: /c.s again (ExistsW: counted first), /p again
+	// (plain); the server holds their exists watches. And /b.s, answered
+	// that a node is there: a data watch, which is no exists watch.
+	w.sending("/c.s")
+	for _, p := range []string{"/c.s", "/p", "/b.s"} {
+		ws, ok := w.watching(append(juteString(p), 1))
+		if !ok || ws.path != p || ws.plain != (p != "/c.s") {
+			t.Fatalf("watching(%s) = %+v, %v", p, ws, ok)
+		}
+		ws.noNode = p != "/b.s"
+		w.answered(ws, next)
 	}
-	w.arm("/a.s") // set again by a request answered after the event
-	if got := w.keepWanted(in); !bytes.Equal(got, want) {
-		t.Error("a watch set again, that nobody wants, is kept")
+	want = setWatchesFrame([]string{"/a.s"}, []string{"/b.s"}, []string{"/a.s"})
+	if got := w.keepWanted(in, next); !bytes.Equal(got, want) {
+		t.Errorf("watches set on the connection already are carried:\n%x\nwant\n%x", got, want)
+	}
+	if _, ok := w.watching(append(juteString("/q"), 0)); ok {
+		t.Error("an exists without a watch is recorded")
+	}
+
+	w.fired("/b.s", zk.EventNodeChildrenChanged) // fires no exists watch
+	if got := w.keepWanted(in, next+1); !bytes.Contains(got, []byte("/b.s")) {
+		t.Error("a children event took an exists watch out")
+	}
+	w.fired("/b.s", zk.EventNodeCreated) // its event came: go-zookeeper forgot it
+	w.fired("/p", zk.EventNodeDeleted)
+	want = setWatchesFrame([]string{"/a.s"}, []string{"/c.s"}, []string{"/a.s"})
+	if got := w.keepWanted(in, next+1); !bytes.Equal(got, want) {
+		t.Errorf("watches whose event came are carried:\n%x\nwant\n%x", got, want)
 	}
 }
