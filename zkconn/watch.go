@@ -198,22 +198,17 @@ func (h Handle) ExistsW(ctx context.Context, path string) (bool, *ExistsWatch, e
 			mu.Unlock()
 			return context.Canceled
 		}
-		wrote, done := x.w.awaitWrite(path, opExists)
-		written = wrote
+		var done func()
+		written, done = x.w.awaitWrite(path, opExists)
 		if !x.counted {
 			x.counted = true
 			x.w.join(path)
 		}
 		x.w.sending(path)
 		mu.Unlock()
-		defer done()                        // written, or never to be
+		defer done() // written, or never to be
+		defer x.w.sent(path)
 		t, _, watch, err := c.ExistsW(path) // the tap arms the record
-		select {
-		case <-wrote:
-			x.w.sent(path, true)
-		default:
-			x.w.sent(path, false) // its count of unsent goes
-		}
 		mu.Lock()
 		defer mu.Unlock()
 		if !left {

@@ -63,7 +63,6 @@ type wire struct {
 type existsWatches struct {
 	callers int  // callers of ExistsW that have not called Unwatch
 	out     int  // their requests that may still be written or answered
-	unsent  int  // those of out not yet written
 	armed   bool // go-zookeeper holds a watch: answered since the last event
 	// plain: a request not of ExistsW set the watch go-zookeeper holds, for
 	// a caller that cannot say it no longer wants it.
@@ -139,21 +138,15 @@ func (w *wire) join(path string) {
 func (w *wire) sending(path string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	x := w.existsLocked(path)
-	x.out++
-	x.unsent++
+	w.existsLocked(path).out++
 }
 
 // sent is the end of a sending: the request was answered (and armed the
-// record if it set a watch), or failed, or was never written (wrote
-// false).
-func (w *wire) sent(path string, wrote bool) {
+// record if it set a watch), or failed, or was never written.
+func (w *wire) sent(path string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if x := w.exists[path]; x != nil {
-		if !wrote && x.unsent > 0 {
-			x.unsent--
-		}
 		if x.out--; x.gone() {
 			delete(w.exists, path)
 		}
@@ -162,9 +155,8 @@ func (w *wire) sent(path string, wrote bool) {
 
 // watching records an exists request about to be written, given its body
 // (a path, then the watch flag), and returns the watch it is to set, if it
-// sets one. It is ExistsW's if one of ExistsW's is still to be written
-// there; two requests at one path, one of ExistsW and one not, written the
-// other way round make the record plain all the same.
+// sets one. It is taken for ExistsW's if one of ExistsW's is out there
+// (a plain one written then is taken for ExistsW's too).
 func (w *wire) watching(body []byte) (watching, bool) {
 	if len(body) < 4 {
 		return watching{}, false
@@ -176,8 +168,7 @@ func (w *wire) watching(body []byte) (watching, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ws := watching{path: string(body[4 : 4+l]), plain: true}
-	if x := w.exists[ws.path]; x != nil && x.unsent > 0 {
-		x.unsent--
+	if x := w.exists[ws.path]; x != nil && x.out > 0 {
 		ws.plain = false
 	}
 	return ws, true
@@ -537,9 +528,10 @@ func (t *tap) Write(b []byte) (int, error) {
 	case op == opSetAuth && t.hold != nil: // known before its reply can be read
 		t.authXids = append(t.authXids, xid)
 	}
-	// setWatches made on this connection (see hold): its relative zxid
-	// follows the opcode.
-	ownSW := op == opSetWatches && len(b) >= 20 && int64(binary.BigEndian.Uint64(b[12:20])) == t.connZxid
+	// A setWatches relative to another zxid than the connect request's
+	// (it follows the opcode) was made for the connection before (see
+	// hold).
+	ownSW := op == opSetWatches && !(len(b) >= 20 && int64(binary.BigEndian.Uint64(b[12:20])) != t.connZxid)
 	t.mu.Unlock()
 	frame := b
 	if op == opSetWatches {
