@@ -211,6 +211,21 @@ type gateConn struct {
 	releaseW chan struct{}
 }
 
+// holdWrite makes the next request frame of opcode op that names path
+// wait in Write: held closes once it waits, and it is written once the
+// caller closes release. go-zookeeper's sending goroutine waits with it,
+// and the requests after it queue behind.
+func (g *gateConn) holdWrite(op int32, path string) (held, release chan struct{}) {
+	key := juteString(path)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.heldW, g.releaseW = make(chan struct{}), make(chan struct{})
+	g.holdW = func(b []byte) bool {
+		return len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == op && bytes.Contains(b[12:], key)
+	}
+	return g.heldW, g.releaseW
+}
+
 func (g *gateConn) Write(b []byte) (int, error) {
 	g.mu.Lock()
 	hold := g.holdW != nil && g.holdW(b)
@@ -566,19 +581,12 @@ func TestReviewExistsWrittenAfterUnwatch(t *testing.T) {
 
 	// A getData of nodeO whose Write waits: go-zookeeper's sending
 	// goroutine is held on it, and requests queue behind it.
-	g := gs.last()
-	key := juteString(nodeO)
-	g.mu.Lock()
-	g.heldW, g.releaseW = make(chan struct{}), make(chan struct{})
-	g.holdW = func(b []byte) bool {
-		return len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == 4 && bytes.Contains(b[12:], key)
-	}
-	g.mu.Unlock()
+	held, release := gs.last().holdWrite(opGetData, nodeO)
 	getDone := make(chan error, 1)
 	go func() {
 		getDone <- h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Get(nodeO); return err })
 	}()
-	<-g.heldW
+	<-held
 
 	ctxW, cancelW := context.WithCancel(ctx)
 	res := make(chan *ExistsWatch, 1)
@@ -605,7 +613,7 @@ func TestReviewExistsWrittenAfterUnwatch(t *testing.T) {
 		t.Fatal("setup: ExistsW never joined")
 	}
 	x.Unwatch() // given up, before its request was written
-	close(g.releaseW)
+	close(release)
 	<-x.Out
 	if err := <-getDone; err != nil {
 		t.Fatal(err)

@@ -225,14 +225,7 @@ func TestReviewSetWatchesPartOnNextConnection(t *testing.T) {
 		h = current(t, gs.Session)
 		res := rewatchAndSignal(t, ctx, h, other, g, nodeO, sig)
 
-		marker := juteString(nodeO + ".marker")
-		g.mu.Lock()
-		g.heldW, g.releaseW = make(chan struct{}), make(chan struct{})
-		g.holdW = func(b []byte) bool {
-			return len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opExists && bytes.Contains(b, marker)
-		}
-		heldW, releaseW := g.heldW, g.releaseW
-		g.mu.Unlock()
+		heldW, releaseW := g.holdWrite(opExists, nodeO+".marker")
 		go h.Conn().Exists(nodeO + ".marker") //nolint:errcheck // fails with its connection
 		select {
 		case <-heldW:
@@ -312,15 +305,9 @@ func TestReviewSetWatchesNodeMadeWhileDown(t *testing.T) {
 	// A getData of nodeO whose Write waits: go-zookeeper's sending
 	// goroutine is held on it, and the second exists queues behind it.
 	g := gs.last()
-	key := juteString(nodeO)
-	g.mu.Lock()
-	g.heldW, g.releaseW = make(chan struct{}), make(chan struct{})
-	g.holdW = func(b []byte) bool {
-		return len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == 4 && bytes.Contains(b[12:], key)
-	}
-	g.mu.Unlock()
+	held, release := g.holdWrite(opGetData, nodeO)
 	go h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Get(nodeO); return err })
-	<-g.heldW
+	<-held
 	res := make(chan bool, 1)
 	go func() {
 		var there bool
@@ -353,7 +340,7 @@ func TestReviewSetWatchesNodeMadeWhileDown(t *testing.T) {
 	defer other.Do(context.Background(), func(c *zk.Conn) error { return c.Delete(sig, -1) })
 	n := gs.count()
 	g.Conn.Close()
-	close(g.releaseW)
+	close(release)
 	g2 := gs.dialedAfter(t, n)
 	if there := <-res; !there {
 		t.Fatal("setup: the second exists did not see sig")
