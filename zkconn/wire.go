@@ -273,7 +273,14 @@ func (w *wire) carriedLocked(path string, n int32) bool {
 // the one before it is answered, with other requests in between, and a part
 // queued as a connection broke goes out on the next one. A watch whose
 // event came since would be set again for nobody, and so would one a
-// request on n set before b and whose event came before b was applied.
+// request on n set before b, answered that the node was not there, and
+// whose event came before b was applied.
+//
+// A request on n answered that the node is there leaves it carried (see
+// carriedLocked). Should the node be deleted after that request and before
+// b is applied, the server sets b's exists watch after the event that fired
+// go-zookeeper's, for nobody; it fires once, when the node is made again,
+// or ends with the connection.
 func (w *wire) keepWanted(b []byte, n int32) []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
