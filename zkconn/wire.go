@@ -278,9 +278,10 @@ func (w *wire) carriedLocked(path string, n int32) bool {
 //
 // A request on n answered that the node is there leaves it carried (see
 // carriedLocked). Should the node be deleted after that request and before
-// b is applied, the server sets b's exists watch after the event that fired
-// go-zookeeper's, for nobody; it fires once, when the node is made again,
-// or ends with the connection.
+// b is applied, the data watch that request set fires every watch
+// go-zookeeper holds there, and the server then sets b's exists watch for
+// nobody; it fires once, when the node is made again, or ends with the
+// connection.
 func (w *wire) keepWanted(b []byte, n int32) []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
