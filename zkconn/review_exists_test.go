@@ -562,8 +562,8 @@ func (gs *gated) reconnect(t *testing.T, h Handle, kept string) {
 // while its request waits in go-zookeeper's send queue (behind a request
 // the connection is slow to take), and calls Unwatch at once, as
 // ExistsWatch's doc allows. leave deletes the record (callers 0, not
-// armed); the request is then written, and tap.Write does not track it
-// (wire.recorded: no record). The server answers NoNode and go-zookeeper
+// armed); the request was then written, and tap.Write did not track it
+// (it tracked only paths with a record). The server answers NoNode and go-zookeeper
 // holds the exists watch nobody wants; keepWanted knows nothing of it, so
 // every new connection set it again. The record now stays while a request
 // is out (existsWatches.out). In dsync: entry.remove after a follow
@@ -639,7 +639,7 @@ func TestReviewExistsWrittenAfterUnwatch(t *testing.T) {
 // with c.Exists) on a path with a record was tracked like ExistsW's, and
 // its reply armed the record although go-zookeeper holds no watch: once the
 // ExistsW caller, whose watch fired, called Unwatch, the record stayed for
-// the session's life. wire.recorded now looks at the watch flag.
+// the session's life. wire.watching now looks at the watch flag.
 func TestReviewPlainExistsArmsNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

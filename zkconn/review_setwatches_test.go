@@ -345,20 +345,7 @@ func TestReviewSetWatchesNodeMadeWhileDown(t *testing.T) {
 	if there := <-res; !there {
 		t.Fatal("setup: the second exists did not see sig")
 	}
-	g2.until(t, "the setWatches reply", func() bool {
-		b := g2.log
-		for len(b) >= 4 {
-			end := 4 + int(binary.BigEndian.Uint32(b))
-			if len(b) < end {
-				break
-			}
-			if g2.answersSW(b[4:end]) {
-				return true
-			}
-			b = b[end:]
-		}
-		return false
-	})
+	g2.await(t, func(frames [][]byte) bool { return slices.ContainsFunc(frames, g2.answersSW) }) // the setWatches applied
 	g2.mu.Lock()
 	carried := slices.ContainsFunc(g2.sw, func(b []byte) bool { return bytes.Contains(b, juteString(sig)) })
 	g2.mu.Unlock()
