@@ -80,18 +80,19 @@ func (c *connector) dialer() zk.Dialer {
 		if err := c.ctx.Err(); err != nil {
 			return nil, errConnectorClosed
 		}
-		conn, err := c.dial(network, address, timeout)
+		raw, err := c.dial(network, address, timeout)
 		if err != nil {
 			c.failed(address, err)
 			return nil, err
 		}
+		conn := raw
 		if c.tls != nil {
-			if conn, err = c.secure(conn, address, max(timeout, c.handshake)); err != nil {
+			if conn, err = c.secure(raw, address, max(timeout, c.handshake)); err != nil {
 				c.failed(address, err)
 				return nil, err
 			}
 		}
-		return &firstRead{Conn: conn, c: c, addr: address}, nil
+		return &firstRead{Conn: conn, raw: raw, c: c, addr: address}, nil
 	}
 }
 
@@ -232,10 +233,16 @@ func refusal(err error) bool {
 // the server accepted the connection. go-zookeeper reads from one goroutine.
 type firstRead struct {
 	net.Conn
+	raw  net.Conn // the TCP connection under Conn (Conn itself without TLS)
 	c    *connector
 	addr string
 	done bool
 }
+
+// Close closes the TCP connection at once. A TLS connection's Close would
+// first send its closing alert, and could wait seconds for a server that
+// stopped reading; ZooKeeper needs no such alert.
+func (r *firstRead) Close() error { return r.raw.Close() }
 
 func (r *firstRead) Read(b []byte) (int, error) {
 	n, err := r.Conn.Read(b)

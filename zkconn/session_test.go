@@ -229,6 +229,49 @@ func TestGivenUpByGrantedTimeout(t *testing.T) {
 	}
 }
 
+// TestSuspendedWhenUnheard: a one-way partition (zktest's Deafen). The
+// server hears nothing from the Session, which still hears notifications of
+// its watches, paced well inside go-zookeeper's read deadline (two thirds
+// of the 2s granted), so go-zookeeper alone would see its connection up
+// until the server had expired the session. The Session is suspended while
+// its session is still alive on the server (its ephemeral node is there),
+// then gives it up.
+func TestSuspendedWhenUnheard(t *testing.T) {
+	srv := zktest.Start(t, zktest.WithMaxSessionTimeout(2*time.Second))
+	p := zktest.NewProxy(t, srv.Addr())
+	s := dial(t, []string{p.Addr()}, WithSessionTimeout(2*time.Second))
+	obs := current(t, dial(t, []string{srv.Addr()})).Conn()
+	sub := s.Subscribe()
+	defer sub.Stop()
+	await(t, sub, StateConnected, time.Second)
+	h := current(t, s)
+	root := testRoot(t)
+	node, err := h.CreateProtected(context.Background(), root, "lock-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k = 20 // notifications: 6s of them, three times the timeout
+	paths := make([]string, k)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("%s/w%d", root, i)
+		if _, _, _, err := h.Conn().ExistsW(paths[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Deafen()
+	// A notification every 300ms keeps go-zookeeper reading.
+	defer zktest.CreateEvery(t, obs, 300*time.Millisecond, paths...)()
+
+	await(t, sub, StateSuspended, 10*time.Second)
+	if ok, _, err := obs.Exists(node); err != nil || !ok {
+		t.Fatalf("the session's node when it was suspended: Exists = %v, %v; want true: the server had expired the session first", ok, err)
+	}
+	await(t, sub, StateLost, 10*time.Second)
+	if !errors.Is(h.Err(), ErrSessionLost) {
+		t.Fatalf("Err() = %v; want ErrSessionLost", h.Err())
+	}
+}
+
 // TestSlowSubscriber: one subscriber that never reads does not hold up the
 // others, and loses nothing while the Session is open.
 func TestSlowSubscriber(t *testing.T) {

@@ -31,6 +31,17 @@ import (
 //     after it last heard from it, so until heard + timeout the session is
 //     alive (ZooKeeper answers a session's requests in order, so a reply
 //     answers the oldest request still unanswered, or a later one).
+//   - A connection the server has stopped answering is closed. go-zookeeper
+//     gives a connection up when it reads nothing for two thirds of the
+//     session timeout, but a watch notification is something: under a
+//     one-way partition (the server hears nothing from the client, the
+//     client still hears notifications) it would stay connected while the
+//     server expired the session. So once heard is two thirds of the
+//     timeout old, the tap closes the connection and go-zookeeper reports
+//     it down: the Session is suspended by then, and gives the session up
+//     at heard + timeout, never later than the server can expire it.
+//     go-zookeeper pings every third of the timeout, so heard is never that
+//     old on a connection the server answers (see tap.deafCheck).
 //   - A request can be followed out: awaitWrite's channel closes once a
 //     request of the kinds asked for, naming the path (a delete, or a multi
 //     with one; a create; an exists), has been written to a connection. ZooKeeper
@@ -117,12 +128,13 @@ func (w *wire) dialer() zk.Dialer {
 // go-zookeeper's reads and writes on them at once, and fails later dials.
 func (w *wire) close() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.closed = true
-	for t := range w.taps {
-		t.Conn.Close()
-	}
+	taps := w.taps
 	w.taps = nil
+	w.mu.Unlock()
+	for t := range taps { // outside w.mu, which a tap takes under its own
+		t.shut()
+	}
 }
 
 // join counts a caller of ExistsW at path (once per caller).
@@ -426,6 +438,12 @@ func (w *wire) aliveUntil() time.Time {
 	return w.base.Add(time.Duration(h + t))
 }
 
+// deafIn returns how long until heard is two thirds of the session timeout
+// old (see wire): zero or less once it is.
+func (w *wire) deafIn() time.Duration {
+	return time.Duration(w.heard.Load() + w.timeout.Load()*2/3 - int64(time.Since(w.base)))
+}
+
 // tap is one connection of a wire. go-zookeeper writes each frame (a 4-byte
 // length, then the body) in one Write, from one goroutine at a time, and
 // reads from one goroutine.
@@ -441,6 +459,10 @@ type tap struct {
 	mu      sync.Mutex
 	pending []int64 // write times (ns since base) of requests not yet answered, oldest first
 	wrote   bool    // the connect request has gone out
+	// deaf runs deafCheck from the connect response of a session on
+	// (see watchDeaf); closed stops it.
+	deaf   *time.Timer
+	closed bool
 
 	// Only the reading goroutine touches these. Offsets count the bytes
 	// the server sent on the connection.
@@ -576,7 +598,46 @@ func (t *tap) Close() error {
 	t.w.mu.Lock()
 	delete(t.w.taps, t)
 	t.w.mu.Unlock()
+	return t.shut()
+}
+
+// shut stops deaf and closes the connection.
+func (t *tap) shut() error {
+	t.mu.Lock()
+	t.closed = true
+	if t.deaf != nil {
+		t.deaf.Stop()
+	}
+	t.mu.Unlock()
 	return t.Conn.Close()
+}
+
+// watchDeaf starts deaf, once the connect response of a session is read
+// and heard is the time its request was written. The caller holds t.mu.
+func (t *tap) watchDeaf() {
+	if !t.closed {
+		t.deaf = time.AfterFunc(t.w.deafIn(), t.deafCheck)
+	}
+}
+
+// deafCheck closes the connection once heard is two thirds of the session
+// timeout old (see wire), and until then waits for that moment. It must not
+// block: closing the connection does not (see firstRead.Close), and
+// go-zookeeper then reports the disconnect.
+func (t *tap) deafCheck() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	if d := t.w.deafIn(); d > 0 {
+		t.deaf.Reset(d)
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	t.mu.Unlock()
+	t.Conn.Close()
 }
 
 // The opcodes of the requests that set a session's watches, and its
@@ -715,6 +776,7 @@ func (t *tap) frame(f []byte, end int64) {
 		}
 		t.w.session.CompareAndSwap(0, id)
 		t.w.timeout.Store(int64(time.Duration(int32(binary.BigEndian.Uint32(f[4:8]))) * time.Millisecond))
+		defer t.watchDeaf() // once heard is the connect request's
 	} else if len(f) < 4 {
 		return
 	} else if xid := int32(binary.BigEndian.Uint32(f[:4])); xid == xidNotification {

@@ -3,6 +3,7 @@ package zktest
 import (
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,5 +60,36 @@ func AwaitChildren(t testing.TB, c *zk.Conn, path string, n int) []string {
 		case <-deadline:
 			t.Fatalf("%s has children %v; want %d of them", path, kids, n)
 		}
+	}
+}
+
+// CreateEvery creates paths in order with c, one at each tick of d (empty
+// persistent nodes), on a goroutine, until all exist or the returned stop is
+// called; stop waits for the goroutine to end and may be called more than
+// once. It makes traffic that lasts, such as the notifications of watches
+// set on paths: it is not a way to wait for anything. A failed create
+// fails the test (t.Error) and ends the goroutine.
+func CreateEvery(t testing.TB, c *zk.Conn, d time.Duration, paths ...string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for _, p := range paths {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if _, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
 	}
 }

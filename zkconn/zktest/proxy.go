@@ -18,7 +18,8 @@ const proxyDialTimeout = 5 * time.Second
 // A Proxy is a TCP proxy on 127.0.0.1 that forwards every connection to one
 // target address, and can break them the ways networks do: Cut closes them,
 // BlackHole partitions them (BlackHoleAfterPing right after a ping reply),
-// DropReplies loses what comes back, SetDelay makes them slow, and Strike
+// DropReplies loses what comes back, Deafen what goes out, SetDelay makes
+// them slow, and Strike
 // breaks one connection at the exact request a test chooses. Point a
 // client at Addr instead of at the server to test how it copes. Its methods
 // may be called from several goroutines. The zero value is not usable.
@@ -157,6 +158,19 @@ func (p *Proxy) DropReplies() {
 	p.setFilter(filterReplies)
 }
 
+// Deafen partitions the network one way: from now on the server hears
+// nothing from clients, while watch notifications still reach them. On the
+// connections it holds the proxy drops everything clients send (requests,
+// pings) and, of what the target sends, passes only notifications, not its
+// closing of a connection; it accepts new connections into a black hole. A
+// client that takes any bytes read for a sign of life sees its connection
+// up while the server, hearing nothing, expires its session. Bytes already
+// passing through the proxy when Deafen is called may still arrive.
+// Connections in a black hole stay cut off. Heal ends it.
+func (p *Proxy) Deafen() {
+	p.setFilter(filterDeaf)
+}
+
 // setFilter sets the filter of the proxy and of its connections, but for
 // those in a black hole, which stay there until Heal.
 func (p *Proxy) setFilter(f filter) {
@@ -170,7 +184,7 @@ func (p *Proxy) setFilter(f filter) {
 	}
 }
 
-// Heal ends a black hole or DropReplies, and the black holes of faults
+// Heal ends a black hole, DropReplies or Deafen, and the black holes of faults
 // (Strike with BlackHole): it closes every connection that was affected, so
 // that clients notice and reconnect, and forwards new connections again.
 // Heal when all is well does nothing. Faults still armed stay armed.
@@ -241,7 +255,7 @@ func (p *Proxy) serve(c *proxyConn) {
 	defer p.wg.Done()
 	defer p.forget(c)
 	defer c.end()
-	if filter(c.filter.Load()) == filterAll {
+	if f := filter(c.filter.Load()); f == filterAll || f == filterDeaf {
 		// Accepted into the black hole: never reaches the target.
 		_, _ = io.Copy(io.Discard, c.client)
 		return
@@ -342,7 +356,7 @@ func (c *proxyConn) pipe(dst, src net.Conn, dir direction) {
 		if n > 0 {
 			pk := packet{at: c.p.deliveryTime()}
 			fr.next(buf[:n], func(frame []byte, kind frameKind) {
-				if !pk.end && !c.drops(dir) {
+				if !pk.end && (!c.drops(dir) || c.notifies(frame, kind, dir)) {
 					c.pass(&pk, frame, kind, dir)
 				}
 			})
@@ -418,12 +432,19 @@ func (c *proxyConn) reply(frame []byte) *Fault {
 
 func (c *proxyConn) drops(dir direction) bool {
 	switch filter(c.filter.Load()) {
-	case filterAll:
+	case filterAll, filterDeaf:
 		return true
 	case filterReplies:
 		return dir == toClient
 	}
 	return false
+}
+
+// notifies reports whether frame, read the way dir, is a watch notification
+// that passes although c drops the rest (see Deafen).
+func (c *proxyConn) notifies(frame []byte, kind frameKind, dir direction) bool {
+	return filter(c.filter.Load()) == filterDeaf && dir == toClient &&
+		kind == messageFrame && replyXid(frame) == xidUnknown && len(frame) > 4+4
 }
 
 // A filter says what a connection drops.
@@ -433,6 +454,7 @@ const (
 	filterNone    filter = iota // forward everything
 	filterAll                   // a black hole
 	filterReplies               // drop what the target sends
+	filterDeaf                  // drop what clients send, and all but notifications back
 )
 
 // A direction is the way bytes go through the proxy.

@@ -243,6 +243,58 @@ func TestProxyDropReplies(t *testing.T) {
 	}
 }
 
+// TestProxyDeafen checks the one-way partition: a request goes nowhere and
+// gets no reply, while a notification of a watch set before still arrives.
+func TestProxyDeafen(t *testing.T) {
+	s := zktest.Start(t)
+	p := zktest.NewProxy(t, s.Addr())
+	ctx := testContext(t, time.Minute)
+
+	c := connect(t, []string{p.Addr()}, 2*time.Second)
+	c.waitState(ctx, t, zk.StateHasSession)
+	observer := connect(t, []string{s.Addr()}, 4*time.Second)
+	_, _, watch, err := c.ExistsW("/told")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p.Deafen()
+
+	if _, err := observer.Create("/told", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-watch:
+		if ev.Type != zk.EventNodeCreated || ev.Path != "/told" {
+			t.Errorf("watch event while deafened = %+v; want NodeCreated at /told", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notification while deafened")
+	}
+	// Nothing more comes back: the client gives up on the connection after
+	// two thirds of its session timeout, and the request never arrived.
+	if _, err := c.Create("/unheard", nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrConnectionClosed) {
+		t.Errorf("Create(/unheard) while deafened error = %v; want zk.ErrConnectionClosed", err)
+	}
+	if ok, _, err := observer.Exists("/unheard"); err != nil || ok {
+		t.Errorf("observer's Exists(/unheard) = %v, %v; want false, nil: the request should not reach the server", ok, err)
+	}
+	// A new connection goes nowhere either.
+	_, reply, err := rawCommand(t, p.Addr(), "ruok", 300*time.Millisecond)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("ruok while deafened = %q, %v; want no reply until the read deadline", reply, err)
+	}
+
+	p.Heal()
+	err = retry(ctx, func() error {
+		_, _, err := c.Exists("/told")
+		return err
+	})
+	if err != nil {
+		t.Errorf("Exists(/told) after Heal error: %v", err)
+	}
+}
+
 // TestProxyCloseReleasesHeldConns checks that Close ends connections in a
 // black hole and waits for their goroutines (goleak checks the rest).
 func TestProxyCloseReleasesHeldConns(t *testing.T) {
