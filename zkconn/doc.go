@@ -3,10 +3,9 @@
 // over channels, and the few operations every lock recipe needs done right.
 //
 // A Session (Dial) owns a go-zookeeper *zk.Conn. It reports the session's
-// state as Connected, Suspended (the connection dropped, or the server left
-// unanswered for two thirds of the session timeout every request sent in
-// that time, although notifications may still arrive; the session may be
-// alive), Reconnected, Lost (expired, or disconnected past the session
+// state as Connected, Suspended (the connection dropped, or the server left a
+// request unanswered for a third of the session timeout, notifications
+// arriving or not; the session may be alive), Reconnected, Lost (expired, or disconnected past the session
 // timeout) and Closed, to any number of subscribers, without ever blocking the
 // client or dropping a transition. After a loss it carries on with a new
 // ZooKeeper session, so values made at start-up keep working.

@@ -36,12 +36,18 @@ import (
 //     session timeout, but a watch notification is something: under a
 //     one-way partition (the server hears nothing from the client, the
 //     client still hears notifications) it would stay connected while the
-//     server expired the session. So once heard is two thirds of the
-//     timeout old, the tap closes the connection and go-zookeeper reports
-//     it down: the Session is suspended by then, and gives the session up
-//     at heard + timeout, never later than the server can expire it.
-//     go-zookeeper pings every third of the timeout, so heard is never that
-//     old on a connection the server answers (see tap.deafCheck).
+//     server expired the session. So a tap closes its connection once a
+//     request has waited a third of the timeout for its reply, or, with none
+//     waiting, once heard is two thirds of the timeout old; go-zookeeper
+//     then reports the connection down. go-zookeeper writes a ping every
+//     third of the timeout, so the oldest request waiting was written at
+//     most a third after heard (after a connect, a third after the connect
+//     response, whose request set heard): the Session is suspended by
+//     heard + 2/3 of the timeout (plus the connect's round trip), and gives
+//     the session up at heard + timeout, never later than the server can
+//     expire it. A server that answers within a third of the timeout, as
+//     go-zookeeper needs when it hears nothing else, is never taken for
+//     deaf (see tap.deafCheck).
 //   - A request can be followed out: awaitWrite's channel closes once a
 //     request of the kinds asked for, naming the path (a delete, or a multi
 //     with one; a create; an exists), has been written to a connection. ZooKeeper
@@ -438,12 +444,6 @@ func (w *wire) aliveUntil() time.Time {
 	return w.base.Add(time.Duration(h + t))
 }
 
-// deafIn returns how long until heard is two thirds of the session timeout
-// old (see wire): zero or less once it is.
-func (w *wire) deafIn() time.Duration {
-	return time.Duration(w.heard.Load() + w.timeout.Load()*2/3 - int64(time.Since(w.base)))
-}
-
 // tap is one connection of a wire. go-zookeeper writes each frame (a 4-byte
 // length, then the body) in one Write, from one goroutine at a time, and
 // reads from one goroutine.
@@ -616,21 +616,34 @@ func (t *tap) shut() error {
 // and heard is the time its request was written. The caller holds t.mu.
 func (t *tap) watchDeaf() {
 	if !t.closed {
-		t.deaf = time.AfterFunc(t.w.deafIn(), t.deafCheck)
+		t.deaf = time.AfterFunc(t.deafIn(), t.deafCheck)
 	}
 }
 
-// deafCheck closes the connection once heard is two thirds of the session
-// timeout old (see wire), and until then waits for that moment. It must not
-// block: closing the connection does not (see firstRead.Close), and
-// go-zookeeper then reports the disconnect.
+// deafIn returns how long until the connection counts as deaf (see wire):
+// a third of the session timeout after the oldest request waiting for its
+// reply was written or, with none waiting, two thirds after heard. It is
+// zero or less once it does. The caller holds t.mu.
+func (t *tap) deafIn() time.Duration {
+	third := t.w.timeout.Load() / 3
+	from := t.w.heard.Load() + third // the next ping is due by then
+	if len(t.pending) > 0 {
+		from = t.pending[0]
+	}
+	return time.Duration(from + third - int64(time.Since(t.w.base)))
+}
+
+// deafCheck closes the connection once it counts as deaf (see wire), and
+// until then waits for that moment. It must not block: closing the
+// connection does not (see firstRead.Close), and go-zookeeper then reports
+// the disconnect.
 func (t *tap) deafCheck() {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
 		return
 	}
-	if d := t.w.deafIn(); d > 0 {
+	if d := t.deafIn(); d > 0 {
 		t.deaf.Reset(d)
 		t.mu.Unlock()
 		return

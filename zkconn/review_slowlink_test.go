@@ -1,0 +1,78 @@
+package zkconn
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// reviewQuiet drops go-zookeeper's log lines.
+type reviewQuiet struct{}
+
+func (reviewQuiet) Printf(string, ...any) {}
+
+// TestReviewSlowLinkNotDeaf (review round 9): a healthy link with a round
+// trip of a quarter of the session timeout (250ms each way, granted 2s), no
+// fault at all, and a Session that sends nothing but go-zookeeper's pings.
+// The wire's first deaf check closed a connection once heard was two thirds
+// of the timeout old; but heard starts as the connect request's write time,
+// and go-zookeeper's first ping goes out a third of the timeout after the
+// connect response is read, so its reply came at connect + 2·RTT + T/3,
+// past connect + 2T/3 as soon as the round trip reached T/6: the tap closed
+// every connection right after it connected, and the Session lost one
+// session after another. The check now counts a third of the timeout from
+// the oldest request waiting for its reply, which tolerates round trips up
+// to T/3, as go-zookeeper alone (the control, on the same link) does.
+func TestReviewSlowLinkNotDeaf(t *testing.T) {
+	const timeout = 2 * time.Second
+	srv := zktest.Start(t, zktest.WithMaxSessionTimeout(timeout))
+	p := zktest.NewProxy(t, srv.Addr())
+	p.SetDelay(timeout / 8) // a round trip of T/4: between T/6 and T/3
+
+	// The control: go-zookeeper alone, on the same link.
+	zc, evs, err := zk.Connect([]string{p.Addr()}, timeout, zk.WithLogger(reviewQuiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	for ev := range evs {
+		if ev.State == zk.StateHasSession {
+			break
+		}
+	}
+
+	start := time.Now()
+	s := dial(t, []string{p.Addr()}, WithSessionTimeout(timeout))
+	sub := s.Subscribe()
+	defer sub.Stop()
+	first := await(t, sub, StateConnected, time.Second)
+	window := time.After(3 * timeout)
+	var got []string
+wait:
+	for {
+		select {
+		case ev := <-sub.C():
+			got = append(got, ev.State.String()+" after "+ev.Time.Sub(start).Round(time.Millisecond).String())
+		case <-window:
+			break wait
+		}
+	}
+	var control []string
+	for {
+		select {
+		case ev := <-evs:
+			control = append(control, ev.State.String())
+			continue
+		default:
+		}
+		break
+	}
+	if len(control) > 0 {
+		t.Fatalf("the control (go-zookeeper alone, same link) saw %v: the link is not healthy", control)
+	}
+	if len(got) > 0 {
+		t.Errorf("session %#x on a healthy link (round trip T/4, no fault): %v within %v of Dial", first.SessionID, got, 3*timeout)
+	}
+}
