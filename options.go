@@ -60,7 +60,8 @@ type LossPolicy int
 
 const (
 	// LostOnSuspension (the default) ends a hold as soon as the connection
-	// to ZooKeeper drops: from then on nothing proves the node still exists,
+	// to ZooKeeper drops (or the server stops answering: see
+	// zkconn.StateSuspended): from then on nothing proves the node still exists,
 	// and another process may hold the lock once the session expires on the
 	// server. The hold context is canceled before that can happen.
 	LostOnSuspension LossPolicy = iota

@@ -117,11 +117,10 @@
 // proves it is still held. With -lost term, dsync then sends SIGTERM to
 // CMD's process group, SIGKILL after the grace period whatever CMD's first
 // process did, and exits with status 3 (-exit-lost). The kill deadline:
-// the connection counts as dropped once a request (a ping at least every
-// T/3, T the session timeout) has waited T/3 for its reply, whatever else
-// arrives: by 2T/3 after the server last surely heard from dsync. The
-// server may expire the session T after it last heard from dsync, so about
-// T/3 remains; -grace is at most T/4 of the
+// the connection counts as dropped once the server has answered no request
+// (a ping goes out every T/3, T the session timeout) for 2T/3 after the
+// last it surely heard, whatever else arrives, and the server may expire
+// the session T after it last heard from dsync, so about T/3 remains; -grace is at most T/4 of the
 // timeout the server granted (default T/4, 2.5s for the default 10s), and a
 // longer -grace is rejected (exit status 2) before the lock is taken.
 //

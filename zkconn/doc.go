@@ -3,8 +3,8 @@
 // over channels, and the few operations every lock recipe needs done right.
 //
 // A Session (Dial) owns a go-zookeeper *zk.Conn. It reports the session's
-// state as Connected, Suspended (the connection dropped, or the server left a
-// request unanswered for a third of the session timeout, notifications
+// state as Connected, Suspended (the connection dropped, or the server
+// answered no request for two thirds of the session timeout, notifications
 // arriving or not; the session may be alive), Reconnected, Lost (expired, or disconnected past the session
 // timeout) and Closed, to any number of subscribers, without ever blocking the
 // client or dropping a transition. After a loss it carries on with a new

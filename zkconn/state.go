@@ -15,8 +15,8 @@ const (
 	// StateConnected: a new ZooKeeper session is established.
 	StateConnected State = iota + 1
 	// StateSuspended: the connection dropped, or was given up because the
-	// server left a request unanswered for a third of the session timeout;
-	// the session may still be alive on the server, but nothing this client
+	// server answered no request for two thirds of the session timeout; the
+	// session may still be alive on the server, but nothing this client
 	// holds can be proven held.
 	StateSuspended
 	// StateReconnected: the connection is back with the same session; its

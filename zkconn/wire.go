@@ -36,18 +36,23 @@ import (
 //     session timeout, but a watch notification is something: under a
 //     one-way partition (the server hears nothing from the client, the
 //     client still hears notifications) it would stay connected while the
-//     server expired the session. So a tap closes its connection once a
-//     request has waited a third of the timeout for its reply, or, with none
-//     waiting, once heard is two thirds of the timeout old; go-zookeeper
-//     then reports the connection down. go-zookeeper writes a ping every
-//     third of the timeout, so the oldest request waiting was written at
-//     most a third after heard (after a connect, a third after the connect
-//     response, whose request set heard): the Session is suspended by
-//     heard + 2/3 of the timeout (plus the connect's round trip), and gives
-//     the session up at heard + timeout, never later than the server can
-//     expire it. A server that answers within a third of the timeout, as
-//     go-zookeeper needs when it hears nothing else, is never taken for
-//     deaf (see tap.deafCheck).
+//     server expired the session. So a tap closes its connection once heard
+//     is two thirds of the timeout old, but not before a request has waited
+//     a third of the timeout for its reply; go-zookeeper then reports the
+//     connection down. go-zookeeper writes a ping every third of the
+//     timeout, so while the server hears nothing the oldest request waiting
+//     was written at most a third after heard (after a connect, a third
+//     after the connect response, whose request set heard): the Session is
+//     suspended by heard + 2/3 of the timeout (plus the connect's round
+//     trip), and gives the session up at heard + timeout, never later than
+//     the server can expire it. A stalled server is given about as long as
+//     go-zookeeper gives it (two thirds of the timeout with no reply,
+//     notifications aside), and a link whose round trip is under a third
+//     of the timeout is never taken for deaf (see tap.deafCheck). Nor can
+//     a server whose replies lag two thirds of the timeout behind the
+//     requests (overloaded, or reading the connection slowly) prove the
+//     session alive, as ZooKeeper renews a session only as it takes up its
+//     requests: the tap takes it for deaf too, although replies arrive.
 //   - A request can be followed out: awaitWrite's channel closes once a
 //     request of the kinds asked for, naming the path (a delete, or a multi
 //     with one; a create; an exists), has been written to a connection. ZooKeeper
@@ -621,16 +626,17 @@ func (t *tap) watchDeaf() {
 }
 
 // deafIn returns how long until the connection counts as deaf (see wire):
-// a third of the session timeout after the oldest request waiting for its
-// reply was written or, with none waiting, two thirds after heard. It is
+// two thirds of the session timeout after heard, but not before a third
+// after the oldest request waiting for its reply was written (the first
+// ping after a connect goes out a third after the connect response). It is
 // zero or less once it does. The caller holds t.mu.
 func (t *tap) deafIn() time.Duration {
 	third := t.w.timeout.Load() / 3
-	from := t.w.heard.Load() + third // the next ping is due by then
+	at := t.w.heard.Load() + 2*third
 	if len(t.pending) > 0 {
-		from = t.pending[0]
+		at = max(at, t.pending[0]+third)
 	}
-	return time.Duration(from + third - int64(time.Since(t.w.base)))
+	return time.Duration(at - int64(time.Since(t.w.base)))
 }
 
 // deafCheck closes the connection once it counts as deaf (see wire), and

@@ -1,0 +1,101 @@
+package zkconn
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// TestReviewStallNotDeaf (review round 10): the server stalls (its JVM
+// stopped, as a long garbage collection or a slow disk stalls it) for half
+// the session timeout, 1.5s of 3s, while a Session and go-zookeeper alone
+// (the control) each send a request every 20ms. go-zookeeper reads nothing
+// for 1.5s, less than its read deadline (two thirds of the timeout), and
+// stays connected; so does the session on the server, which heard it right
+// before. The tap's check closed the connection a third of the timeout
+// after the first request the stall left unanswered, and suspended the
+// Session; it now waits two thirds of the timeout after heard, as
+// go-zookeeper waits that long after the last frame it read.
+func TestReviewStallNotDeaf(t *testing.T) {
+	const timeout = 3 * time.Second
+	srv := zktest.Start(t, zktest.WithMaxSessionTimeout(timeout))
+	zc, evs, err := zk.Connect([]string{srv.Addr()}, timeout, zk.WithLogger(reviewQuiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	for ev := range evs {
+		if ev.State == zk.StateHasSession {
+			break
+		}
+	}
+	s := dial(t, []string{srv.Addr()}, WithSessionTimeout(timeout))
+	sub := s.Subscribe()
+	defer sub.Stop()
+	first := await(t, sub, StateConnected, 5*time.Second)
+	h := current(t, s)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, c := range []*zk.Conn{zc, h.Conn()} {
+		wg.Go(func() {
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				at := time.Now()
+				c.Exists("/")
+				if d := time.Since(at); d > 200*time.Millisecond {
+					t.Logf("%p: Exists took %v", c, d)
+				}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	// Traffic flows for T first, as on any Session that has been up a
+	// while (the tap checks first 2T/3 after the connect, and then every
+	// time the oldest request waiting could turn T/3 old): a time window
+	// in which nothing happens, not an ordering.
+	time.Sleep(timeout)
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	time.Sleep(timeout / 2) // the stall itself: a time window
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	window := time.After(timeout)
+	var got []string
+wait:
+	for {
+		select {
+		case ev := <-sub.C():
+			got = append(got, ev.State.String()+" after "+ev.Time.Sub(start).Round(time.Millisecond).String())
+		case <-window:
+			break wait
+		}
+	}
+	var control []string
+	for {
+		select {
+		case ev := <-evs:
+			control = append(control, ev.State.String())
+			continue
+		default:
+		}
+		break
+	}
+	if len(control) > 0 {
+		t.Fatalf("the control (go-zookeeper alone, same stall) saw %v", control)
+	}
+	if len(got) > 0 {
+		t.Errorf("session %#x, server stalled %v (T/2) and then answered: %v", first.SessionID, timeout/2, got)
+	}
+}
