@@ -32,24 +32,27 @@ func TestReviewSlowLinkNotDeaf(t *testing.T) {
 	p.SetDelay(timeout / 8) // a round trip of T/4: between T/6 and T/3
 
 	// The control: go-zookeeper alone, on the same link.
-	zc, evs, err := zk.Connect([]string{p.Addr()}, timeout, zk.WithLogger(reviewQuiet{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zc.Close()
-	for ev := range evs {
-		if ev.State == zk.StateHasSession {
-			break
-		}
-	}
+	_, evs := control(t, p.Addr(), timeout)
 
 	start := time.Now()
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(timeout))
 	sub := s.Subscribe()
 	defer sub.Stop()
 	first := await(t, sub, StateConnected, time.Second)
-	window := time.After(3 * timeout)
-	var got []string
+	got, control := transitions(sub, evs, start, 3*timeout)
+	if len(control) > 0 {
+		t.Fatalf("the control (go-zookeeper alone, same link) saw %v: the link is not healthy", control)
+	}
+	if len(got) > 0 {
+		t.Errorf("session %#x on a healthy link (round trip T/4, no fault): %v within %v of Dial", first.SessionID, got, 3*timeout)
+	}
+}
+
+// transitions collects the transitions sub delivers for d, each with its
+// time after start, and the events a control's go-zookeeper connection
+// delivered (evs) meanwhile.
+func transitions(sub *Subscription, evs <-chan zk.Event, start time.Time, d time.Duration) (got, control []string) {
+	window := time.After(d)
 wait:
 	for {
 		select {
@@ -59,7 +62,6 @@ wait:
 			break wait
 		}
 	}
-	var control []string
 	for {
 		select {
 		case ev := <-evs:
@@ -67,12 +69,24 @@ wait:
 			continue
 		default:
 		}
-		break
+		return got, control
 	}
-	if len(control) > 0 {
-		t.Fatalf("the control (go-zookeeper alone, same link) saw %v: the link is not healthy", control)
+}
+
+// control connects go-zookeeper alone to addr, for a test to compare with
+// a Session, and returns once it has a session; it closes when the test
+// ends.
+func control(t *testing.T, addr string, timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
+	t.Helper()
+	zc, evs, err := zk.Connect([]string{addr}, timeout, zk.WithLogger(reviewQuiet{}))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(got) > 0 {
-		t.Errorf("session %#x on a healthy link (round trip T/4, no fault): %v within %v of Dial", first.SessionID, got, 3*timeout)
+	t.Cleanup(zc.Close)
+	for ev := range evs {
+		if ev.State == zk.StateHasSession {
+			break
+		}
 	}
+	return zc, evs
 }

@@ -22,16 +22,7 @@ import (
 func TestReviewStallNotDeaf(t *testing.T) {
 	const timeout = 3 * time.Second
 	srv := zktest.Start(t, zktest.WithMaxSessionTimeout(timeout))
-	zc, evs, err := zk.Connect([]string{srv.Addr()}, timeout, zk.WithLogger(reviewQuiet{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zc.Close()
-	for ev := range evs {
-		if ev.State == zk.StateHasSession {
-			break
-		}
-	}
+	zc, evs := control(t, srv.Addr(), timeout)
 	s := dial(t, []string{srv.Addr()}, WithSessionTimeout(timeout))
 	sub := s.Subscribe()
 	defer sub.Stop()
@@ -71,27 +62,7 @@ func TestReviewStallNotDeaf(t *testing.T) {
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	window := time.After(timeout)
-	var got []string
-wait:
-	for {
-		select {
-		case ev := <-sub.C():
-			got = append(got, ev.State.String()+" after "+ev.Time.Sub(start).Round(time.Millisecond).String())
-		case <-window:
-			break wait
-		}
-	}
-	var control []string
-	for {
-		select {
-		case ev := <-evs:
-			control = append(control, ev.State.String())
-			continue
-		default:
-		}
-		break
-	}
+	got, control := transitions(sub, evs, start, timeout)
 	if len(control) > 0 {
 		t.Fatalf("the control (go-zookeeper alone, same stall) saw %v", control)
 	}
