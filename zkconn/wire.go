@@ -45,14 +45,17 @@ import (
 //     after the connect response, whose request set heard): the Session is
 //     suspended by heard + 2/3 of the timeout (plus the connect's round
 //     trip), and gives the session up at heard + timeout, never later than
-//     the server can expire it. A stalled server is given about as long as
-//     go-zookeeper gives it (two thirds of the timeout with no reply,
-//     notifications aside), and a link whose round trip is under a third
-//     of the timeout is never taken for deaf (see tap.deafCheck). Nor can
-//     a server whose replies lag two thirds of the timeout behind the
-//     requests (overloaded, or reading the connection slowly) prove the
-//     session alive, as ZooKeeper renews a session only as it takes up its
-//     requests: the tap takes it for deaf too, although replies arrive.
+//     the server can expire it (a connect whose round trip is a third of
+//     the timeout or more leaves no margin; go-zookeeper's own deadline,
+//     which counts from the connect response, has the same limit). A server
+//     that answers at once over a link whose round trip is under a third of
+//     the timeout is never taken for deaf, and a stalled server is given two thirds of the timeout from
+//     heard: go-zookeeper's read deadline, less about a round trip. A
+//     server whose replies lag two thirds of the timeout behind the
+//     requests (stalled, overloaded, or reading the connection slowly)
+//     cannot prove the session alive, as ZooKeeper renews a session only
+//     as it takes up its requests: the tap takes it for deaf, although
+//     replies arrive (see tap.deafCheck).
 //   - A request can be followed out: awaitWrite's channel closes once a
 //     request of the kinds asked for, naming the path (a delete, or a multi
 //     with one; a create; an exists), has been written to a connection. ZooKeeper
