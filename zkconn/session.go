@@ -162,6 +162,7 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, 
 func (s *Session) newClientLocked(addrs []string, names map[string]string, refused func(error)) (*client, error) {
 	cn := newConnector(&s.cfg, addrs, names, refused)
 	c := &client{authed: s.cfg.authScheme == "", wire: newWire(cn.dialer()), connector: cn}
+	c.wire.logger = s.cfg.logger
 	conn, events, err := zk.Connect(addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),

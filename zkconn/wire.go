@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -38,24 +39,23 @@ import (
 //     client still hears notifications) it would stay connected while the
 //     server expired the session. So a tap closes its connection once heard
 //     is two thirds of the timeout old, but not before a request has waited
-//     a third of the timeout for its reply; go-zookeeper then reports the
+//     a third of the timeout for its reply, and go-zookeeper reports the
 //     connection down. go-zookeeper writes a ping every third of the
 //     timeout, so while the server hears nothing the oldest request waiting
 //     was written at most a third after heard (after a connect, a third
 //     after the connect response, whose request set heard): the Session is
 //     suspended by heard + 2/3 of the timeout (plus the connect's round
 //     trip), and gives the session up at heard + timeout, never later than
-//     the server can expire it (a connect whose round trip is a third of
-//     the timeout or more leaves no margin; go-zookeeper's own deadline,
-//     which counts from the connect response, has the same limit). A server
-//     that answers at once over a link whose round trip is under a third of
-//     the timeout is never taken for deaf, and a stalled server is given two thirds of the timeout from
-//     heard: go-zookeeper's read deadline, less about a round trip. A
-//     server whose replies lag two thirds of the timeout behind the
-//     requests (stalled, overloaded, or reading the connection slowly)
-//     cannot prove the session alive, as ZooKeeper renews a session only
-//     as it takes up its requests: the tap takes it for deaf, although
-//     replies arrive (see tap.deafCheck).
+//     the server can expire it. A connect whose round trip is a third of
+//     the timeout or more leaves no margin (as for go-zookeeper's own
+//     deadline, which counts from the connect response). A server that
+//     answers at once over a link whose round trip is under a third of the
+//     timeout is never taken for deaf; a stalled server is given two thirds
+//     of the timeout from heard, go-zookeeper's read deadline less about a
+//     round trip. A server whose replies lag that far behind the requests
+//     (stalled, overloaded, or reading the connection slowly) cannot prove
+//     the session alive, as ZooKeeper renews a session only as it takes up
+//     its requests: the tap takes it for deaf, although replies arrive.
 //   - A request can be followed out: awaitWrite's channel closes once a
 //     request of the kinds asked for, naming the path (a delete, or a multi
 //     with one; a create; an exists), has been written to a connection. ZooKeeper
@@ -63,7 +63,8 @@ import (
 //     connection, so anything written after it comes after the request,
 //     without waiting for its reply.
 type wire struct {
-	dial zk.Dialer
+	dial   zk.Dialer
+	logger *slog.Logger // tells why a tap closes its connection; nil: silent
 
 	base    time.Time    // heard is kept as an offset from base, on the monotonic clock
 	dialed  atomic.Int32 // connections dialed
@@ -657,9 +658,12 @@ func (t *tap) deafCheck() {
 		t.mu.Unlock()
 		return
 	}
-	t.closed = true
 	t.mu.Unlock()
-	t.Conn.Close()
+	if l := t.w.logger; l != nil {
+		l.Warn("zkconn: no reply from the server for two thirds of the session timeout; closing the connection",
+			"server", t.RemoteAddr(), "timeout", time.Duration(t.w.timeout.Load()))
+	}
+	t.shut()
 }
 
 // The opcodes of the requests that set a session's watches, and its
