@@ -12,7 +12,8 @@ import (
 // TestReviewStallNotDeaf (review round 10): the server stalls (its JVM
 // stopped, as a long garbage collection or a slow disk stalls it) for half
 // the session timeout, 1.5s of 3s, while a Session and go-zookeeper alone
-// (the control) each send a request every 20ms. go-zookeeper reads nothing
+// (the control) each send a request every 20ms, once the Session has had
+// a timeout's worth of replies. go-zookeeper reads nothing
 // for 1.5s, less than its read deadline (two thirds of the timeout), and
 // stays connected; so does the session on the server, which heard it right
 // before. The tap's check closed the connection a third of the timeout
@@ -28,13 +29,16 @@ func TestReviewStallNotDeaf(t *testing.T) {
 	defer sub.Stop()
 	first := await(t, sub, StateConnected, 5*time.Second)
 	h := current(t, s)
-	stop := make(chan struct{})
+	// Each sends a request every 20ms; the stall comes once the Session
+	// has had a timeout's worth of replies, as on any Session up a while.
+	const every = 20 * time.Millisecond
+	stop, warm := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	for _, c := range []*zk.Conn{zc, h.Conn()} {
 		wg.Go(func() {
-			tick := time.NewTicker(20 * time.Millisecond)
+			tick := time.NewTicker(every)
 			defer tick.Stop()
-			for {
+			for n := 1; ; n++ {
 				select {
 				case <-stop:
 					return
@@ -45,24 +49,26 @@ func TestReviewStallNotDeaf(t *testing.T) {
 				if d := time.Since(at); d > 200*time.Millisecond {
 					t.Logf("%p: Exists took %v", c, d)
 				}
+				if c == h.Conn() && n == int(timeout/every) {
+					close(warm)
+				}
 			}
 		})
 	}
 	defer func() { close(stop); wg.Wait() }()
-	// Traffic flows for T first, as on any Session that has been up a
-	// while (the tap checks first 2T/3 after the connect, and then every
-	// time the oldest request waiting could turn T/3 old): a time window
-	// in which nothing happens, not an ordering.
-	time.Sleep(timeout)
+	<-warm
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	time.Sleep(timeout / 2) // the stall itself: a time window
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	got, control := transitions(sub, evs, start, timeout)
+	resumed := make(chan error, 1)
+	time.AfterFunc(timeout/2, func() { resumed <- srv.Resume() }) // the stall: T/2
+	defer func() {
+		if err := <-resumed; err != nil {
+			t.Error(err)
+		}
+	}()
+	got, control := transitions(sub, evs, start, timeout/2+timeout)
 	if len(control) > 0 {
 		t.Fatalf("the control (go-zookeeper alone, same stall) saw %v", control)
 	}
