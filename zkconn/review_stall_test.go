@@ -9,17 +9,17 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// TestReviewStallNotDeaf (review round 10): the server stalls (its JVM
-// stopped, as a long garbage collection or a slow disk stalls it) for half
-// the session timeout, 1.5s of 3s, while a Session and go-zookeeper alone
-// (the control) each send a request every 20ms, once the Session has had
-// a timeout's worth of replies. go-zookeeper reads nothing
-// for 1.5s, less than its read deadline (two thirds of the timeout), and
-// stays connected; so does the session on the server, which heard it right
-// before. The tap's check closed the connection a third of the timeout
-// after the first request the stall left unanswered, and suspended the
-// Session; it now waits two thirds of the timeout after heard, as
-// go-zookeeper waits that long after the last frame it read.
+// TestReviewStallNotDeaf (review round 10): a Session and go-zookeeper
+// alone (the control) each send a request every 20ms; once the Session has
+// had a timeout's worth of replies, the server stalls (its JVM stopped, as
+// a long garbage collection or a slow disk stalls it) for half the session
+// timeout, 1.5s of 3s. go-zookeeper reads nothing for 1.5s, less than its
+// read deadline (two thirds of the timeout), and stays connected; so does
+// the session on the server, which heard it right before. The tap's check
+// closed the connection a third of the timeout after the first request the
+// stall left unanswered, and suspended the Session; it now waits two
+// thirds of the timeout after heard, as go-zookeeper waits that long after
+// the last frame it read.
 func TestReviewStallNotDeaf(t *testing.T) {
 	const timeout = 3 * time.Second
 	srv := zktest.Start(t, zktest.WithMaxSessionTimeout(timeout))
