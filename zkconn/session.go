@@ -106,8 +106,9 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		s.cancel()
 		return nil, err
 	}
-	s.bg.Add(1)
+	s.bg.Add(2)
 	go s.run()
+	go s.logStates(s.Subscribe())
 	if _, err := s.Current(wait); err != nil {
 		attempts := first.connector.attempts() // before Close ends those under way
 		s.Close()
@@ -162,7 +163,6 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, 
 func (s *Session) newClientLocked(addrs []string, names map[string]string, refused func(error)) (*client, error) {
 	cn := newConnector(&s.cfg, addrs, names, refused)
 	c := &client{authed: s.cfg.authScheme == "", wire: newWire(cn.dialer()), connector: cn}
-	c.wire.logger = s.cfg.logger
 	conn, events, err := zk.Connect(addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),
@@ -300,11 +300,24 @@ func (s *Session) setStateLocked(st State, id int64) {
 	for sub := range s.subs {
 		sub.push(ev)
 	}
-	level := slog.LevelDebug
-	if st == StateSuspended || st == StateLost {
-		level = slog.LevelWarn
+}
+
+// logStates logs the transitions sub delivers (the first, the state when
+// it was made, only if it is one). It runs off s.mu: a slow logger (one
+// whose sink the same outage cuts off) holds up neither the Session, which
+// must still give up a suspended session in time, nor go-zookeeper.
+func (s *Session) logStates(sub *Subscription) {
+	defer s.bg.Done()
+	for ev := range sub.C() {
+		if ev.State == 0 {
+			continue
+		}
+		level := slog.LevelDebug
+		if ev.State == StateSuspended || ev.State == StateLost {
+			level = slog.LevelWarn
+		}
+		s.cfg.logger.Log(context.Background(), level, "zkconn: session "+ev.State.String(), "session", fmt.Sprintf("%#x", ev.SessionID))
 	}
-	s.cfg.logger.Log(context.Background(), level, "zkconn: session "+st.String(), "session", fmt.Sprintf("%#x", ev.SessionID))
 }
 
 // run authenticates new connections, gives up a session that has been

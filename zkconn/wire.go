@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -63,8 +62,7 @@ import (
 //     connection, so anything written after it comes after the request,
 //     without waiting for its reply.
 type wire struct {
-	dial   zk.Dialer
-	logger *slog.Logger // tells why a tap closes its connection; nil: silent
+	dial zk.Dialer
 
 	base    time.Time    // heard is kept as an offset from base, on the monotonic clock
 	dialed  atomic.Int32 // connections dialed
@@ -644,9 +642,9 @@ func (t *tap) deafIn() time.Duration {
 }
 
 // deafCheck closes the connection once it counts as deaf (see wire), and
-// until then waits for that moment. It must not block: closing the
-// connection does not (see firstRead.Close), and go-zookeeper then reports
-// the disconnect.
+// until then waits for that moment. It must not block, nor call the user's
+// code (a logger) before the close: closing the connection does not block
+// (see firstRead.Close), and go-zookeeper then reports the disconnect.
 func (t *tap) deafCheck() {
 	t.mu.Lock()
 	if t.closed {
@@ -659,10 +657,6 @@ func (t *tap) deafCheck() {
 		return
 	}
 	t.mu.Unlock()
-	if l := t.w.logger; l != nil {
-		l.Warn("zkconn: no reply from the server for two thirds of the session timeout; closing the connection",
-			"server", t.RemoteAddr(), "timeout", time.Duration(t.w.timeout.Load()))
-	}
 	t.shut()
 }
 
