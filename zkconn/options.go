@@ -71,7 +71,10 @@ func WithSessionTimeout(d time.Duration) Option {
 }
 
 // WithLogger routes the Session's own messages (suspension and loss at Warn,
-// other transitions at Debug) and go-zookeeper's log lines (at Debug) into l. The default is
+// other transitions at Debug) and go-zookeeper's log lines (at Debug) into
+// l. Only a goroutine of the Session's calls l, so a slow l delays no
+// suspension and no loss; while l is behind, transitions wait for it and
+// other lines past the 64 queued are dropped. The default is
 // slog.Default(); nil makes Dial fail.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })

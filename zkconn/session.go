@@ -30,6 +30,7 @@ type Session struct {
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 	kick      chan struct{} // wakes run to re-read the expiry deadline
+	records   chan record   // for logs to log (see logf)
 	bg        sync.WaitGroup
 
 	mu       sync.Mutex
@@ -90,6 +91,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		cfg:     cfg,
 		closing: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
+		records: make(chan record, recordsBuffer),
 		link:    closedLatch,
 		changed: make(chan struct{}),
 		subs:    make(map[*Subscription]struct{}),
@@ -108,7 +110,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	}
 	s.bg.Add(2)
 	go s.run()
-	go s.logStates(s.Subscribe())
+	go s.logs(s.Subscribe())
 	if _, err := s.Current(wait); err != nil {
 		attempts := first.connector.attempts() // before Close ends those under way
 		s.Close()
@@ -166,7 +168,7 @@ func (s *Session) newClientLocked(addrs []string, names map[string]string, refus
 	conn, events, err := zk.Connect(addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),
-		zk.WithLogger(zkLogger{s.cfg.logger}),
+		zk.WithLogger(zkLogger{s}),
 	)
 	if err != nil {
 		cn.close()
@@ -225,7 +227,7 @@ func (s *Session) onEvent(c *client, ev zk.Event) {
 		s.loseLocked(fmt.Errorf("%w: %w", ErrSessionLost, zk.ErrSessionExpired))
 		s.retireLocked(c)
 	case zk.StateAuthFailed:
-		s.cfg.logger.Error("zkconn: authentication failed", "server", ev.Server)
+		s.logf(slog.LevelError, "zkconn: authentication failed", "server", ev.Server)
 	}
 }
 
@@ -302,21 +304,49 @@ func (s *Session) setStateLocked(st State, id int64) {
 	}
 }
 
-// logStates logs the transitions sub delivers (the first, the state when
-// it was made, only if it is one). It runs off s.mu: a slow logger (one
-// whose sink the same outage cuts off) holds up neither the Session, which
-// must still give up a suspended session in time, nor go-zookeeper.
-func (s *Session) logStates(sub *Subscription) {
+// logs is the one goroutine that calls the Session's logger: it logs the
+// transitions sub delivers (the first, the state when it was made, only if
+// it is one) and what logf queued. Nothing else of the Session, nor
+// go-zookeeper (see zkLogger), waits for the logger: a slow one, whose sink
+// the same outage may cut off, holds up no suspension and no loss.
+func (s *Session) logs(sub *Subscription) {
 	defer s.bg.Done()
-	for ev := range sub.C() {
-		if ev.State == 0 {
-			continue
+	for {
+		select {
+		case ev, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			if ev.State == 0 {
+				continue
+			}
+			level := slog.LevelDebug
+			if ev.State == StateSuspended || ev.State == StateLost {
+				level = slog.LevelWarn
+			}
+			s.cfg.logger.Log(context.Background(), level, "zkconn: session "+ev.State.String(), "session", fmt.Sprintf("%#x", ev.SessionID))
+		case r := <-s.records:
+			s.cfg.logger.Log(context.Background(), r.level, r.msg, r.args...)
 		}
-		level := slog.LevelDebug
-		if ev.State == StateSuspended || ev.State == StateLost {
-			level = slog.LevelWarn
-		}
-		s.cfg.logger.Log(context.Background(), level, "zkconn: session "+ev.State.String(), "session", fmt.Sprintf("%#x", ev.SessionID))
+	}
+}
+
+// A record is a line for logs to log.
+type record struct {
+	level slog.Level
+	msg   string
+	args  []any
+}
+
+// recordsBuffer is how many records logf queues for logs; it drops more.
+const recordsBuffer = 64
+
+// logf queues a record for logs without waiting: when the logger is that
+// far behind, the record is dropped.
+func (s *Session) logf(level slog.Level, msg string, args ...any) {
+	select {
+	case s.records <- record{level, msg, args}:
+	default:
 	}
 }
 
@@ -372,7 +402,7 @@ func (s *Session) authenticate(c *client) {
 			s.mu.Unlock()
 			return
 		}
-		s.cfg.logger.Warn("zkconn: adding credentials failed", "err", err)
+		s.logf(slog.LevelWarn, "zkconn: adding credentials failed", "err", err)
 		select {
 		case <-s.closing:
 			return
@@ -419,7 +449,7 @@ func (s *Session) replace(old *client) bool {
 	addrs, names, err := resolve(s.ctx, s.cfg.resolver, s.servers)
 	if err != nil {
 		if s.ctx.Err() == nil {
-			s.cfg.logger.Error("zkconn: cannot resolve the servers", "servers", s.servers, "err", err)
+			s.logf(slog.LevelError, "zkconn: cannot resolve the servers", "servers", s.servers, "err", err)
 		}
 		return false
 	}
@@ -430,7 +460,7 @@ func (s *Session) replace(old *client) bool {
 	}
 	next, err := s.newClientLocked(addrs, names, nil)
 	if err != nil {
-		s.cfg.logger.Error("zkconn: cannot start a new connection", "err", err)
+		s.logf(slog.LevelError, "zkconn: cannot start a new connection", "err", err)
 		return false
 	}
 	s.cur = next
@@ -525,9 +555,10 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// zkLogger routes go-zookeeper's log lines into slog at Debug.
-type zkLogger struct{ l *slog.Logger }
+// zkLogger routes go-zookeeper's log lines into slog at Debug, through
+// logf: go-zookeeper logs on the goroutines that report a connection down.
+type zkLogger struct{ s *Session }
 
 func (z zkLogger) Printf(format string, args ...any) {
-	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
+	z.s.logf(slog.LevelDebug, "zk: "+fmt.Sprintf(format, args...))
 }
