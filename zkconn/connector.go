@@ -25,12 +25,12 @@ import (
 // certificate on either side is not fixed by trying again.
 type connector struct {
 	dial      zk.Dialer
-	tls       *tls.Config       // nil: plain TCP
-	handshake time.Duration     // the least time a handshake is given
-	names     map[string]string // resolved "ip:port" → the host given to Dial, for ServerName
-	servers   []string          // the distinct addresses go-zookeeper tries, in order
-	refused   func(error)       // called once when every server refused; may be nil
-	logger    *slog.Logger
+	tls       *tls.Config                      // nil: plain TCP
+	handshake time.Duration                    // the least time a handshake is given
+	names     map[string]string                // resolved "ip:port" → the host given to Dial, for ServerName
+	servers   []string                         // the distinct addresses go-zookeeper tries, in order
+	refused   func(error)                      // called once when every server refused; may be nil
+	logf      func(slog.Level, string, ...any) // queues a line for the Session's logger; never waits
 
 	ctx    context.Context // canceled by close: ends handshakes under way
 	cancel context.CancelFunc
@@ -46,7 +46,7 @@ type connector struct {
 // errConnectorClosed is what the dialer of a closed connector or wire returns.
 var errConnectorClosed = errors.New("zkconn: connection closed")
 
-func newConnector(cfg *config, addrs []string, names map[string]string, refused func(error)) *connector {
+func newConnector(cfg *config, addrs []string, names map[string]string, refused func(error), logf func(slog.Level, string, ...any)) *connector {
 	var servers []string
 	for _, a := range addrs {
 		if !slices.Contains(servers, a) {
@@ -60,7 +60,7 @@ func newConnector(cfg *config, addrs []string, names map[string]string, refused 
 		names:     names,
 		servers:   servers,
 		refused:   refused,
-		logger:    cfg.logger,
+		logf:      logf,
 		last:      map[string]error{},
 		shaking:   map[string]time.Time{},
 		rejected:  map[string]bool{},
@@ -168,7 +168,7 @@ func (c *connector) failed(address string, err error) {
 		return
 	}
 	if !c.rejected[address] {
-		c.logger.Warn("zkconn: TLS handshake refused", "server", address, "err", err)
+		c.logf(slog.LevelWarn, "zkconn: TLS handshake refused", "server", address, "err", err)
 	}
 	c.rejected[address] = true
 	if c.accepted || c.told || len(c.rejected) < len(c.servers) || c.refused == nil {

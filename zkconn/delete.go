@@ -3,6 +3,7 @@ package zkconn
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -211,5 +212,5 @@ func (h Handle) report(what string, err error) {
 	if err = h.sessionError(err); err == nil || errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
 		return
 	}
-	h.s.cfg.logger.Error("zkconn: "+what+" failed", "err", err)
+	h.s.logf(slog.LevelError, "zkconn: "+what+" failed", "err", err)
 }

@@ -71,11 +71,12 @@ func WithSessionTimeout(d time.Duration) Option {
 }
 
 // WithLogger routes the Session's own messages (suspension and loss at Warn,
-// other transitions at Debug) and go-zookeeper's log lines (at Debug) into
-// l. Only a goroutine of the Session's calls l, so a slow l delays no
-// suspension and no loss; while l is behind, transitions wait for it and
-// other lines past the 64 queued are dropped. The default is
-// slog.Default(); nil makes Dial fail.
+// other transitions at Debug, failures of its own at Warn or Error) and
+// go-zookeeper's log lines (at Debug) into l. Only one goroutine of the
+// Session calls l, so a slow l delays no suspension, no loss and no
+// reconnection; while l is behind, transitions wait for it and other lines
+// past the 64 queued are dropped. Close returns once l has logged what was
+// queued. The default is slog.Default(); nil makes Dial fail.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
 }

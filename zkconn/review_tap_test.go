@@ -253,7 +253,7 @@ func TestReviewTapDeadlines(t *testing.T) {
 			c, s := pair(t)
 			defer c.Close()
 			defer s.Close()
-			tp := &tap{Conn: &firstRead{Conn: c, raw: c, c: newConnector(&config{}, nil, nil, nil), addr: "x"}, w: newWire(nil)}
+			tp := &tap{Conn: &firstRead{Conn: c, raw: c, c: newConnector(&config{}, nil, nil, nil, nil), addr: "x"}, w: newWire(nil)}
 			tp.wrote = true
 			tp.pending = make([]int64, 10)
 			greeting := make([]byte, 36)

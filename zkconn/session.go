@@ -163,7 +163,7 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, 
 // takes s.mu: holding it here orders those calls after the assignment of
 // c.conn.
 func (s *Session) newClientLocked(addrs []string, names map[string]string, refused func(error)) (*client, error) {
-	cn := newConnector(&s.cfg, addrs, names, refused)
+	cn := newConnector(&s.cfg, addrs, names, refused, s.logf)
 	c := &client{authed: s.cfg.authScheme == "", wire: newWire(cn.dialer()), connector: cn}
 	conn, events, err := zk.Connect(addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
@@ -306,15 +306,17 @@ func (s *Session) setStateLocked(st State, id int64) {
 
 // logs is the one goroutine that calls the Session's logger: it logs the
 // transitions sub delivers (the first, the state when it was made, only if
-// it is one) and what logf queued. Nothing else of the Session, nor
-// go-zookeeper (see zkLogger), waits for the logger: a slow one, whose sink
-// the same outage may cut off, holds up no suspension and no loss.
+// it is one) and what logf queued, and when sub ends (Close) what is still
+// queued. Nothing else of the Session, nor go-zookeeper (see zkLogger), nor
+// the connector, waits for the logger: a slow one, whose sink the same
+// outage may cut off, holds up no suspension, no loss and no reconnection.
 func (s *Session) logs(sub *Subscription) {
 	defer s.bg.Done()
 	for {
 		select {
 		case ev, ok := <-sub.C():
 			if !ok {
+				s.flushRecords()
 				return
 			}
 			if ev.State == 0 {
@@ -324,9 +326,21 @@ func (s *Session) logs(sub *Subscription) {
 			if ev.State == StateSuspended || ev.State == StateLost {
 				level = slog.LevelWarn
 			}
-			s.cfg.logger.Log(context.Background(), level, "zkconn: session "+ev.State.String(), "session", fmt.Sprintf("%#x", ev.SessionID))
+			s.log(record{level, "zkconn: session " + ev.State.String(), []any{"session", fmt.Sprintf("%#x", ev.SessionID)}})
 		case r := <-s.records:
-			s.cfg.logger.Log(context.Background(), r.level, r.msg, r.args...)
+			s.log(r)
+		}
+	}
+}
+
+// flushRecords logs what logf queued, without waiting for more.
+func (s *Session) flushRecords() {
+	for {
+		select {
+		case r := <-s.records:
+			s.log(r)
+		default:
+			return
 		}
 	}
 }
@@ -337,6 +351,9 @@ type record struct {
 	msg   string
 	args  []any
 }
+
+// log hands r to the logger; only logs calls it.
+func (s *Session) log(r record) { s.cfg.logger.Log(context.Background(), r.level, r.msg, r.args...) }
 
 // recordsBuffer is how many records logf queues for logs; it drops more.
 const recordsBuffer = 64

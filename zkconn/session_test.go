@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -309,6 +311,81 @@ func TestSlowSubscriber(t *testing.T) {
 			t.Fatalf("stuck subscriber: event %d (%v) missing", i, w)
 		}
 	}
+}
+
+// TestCloseLogsQueued: Close returns once the Session's logger has logged
+// what was queued for it when Close was called, though the logger was
+// behind (blocked in a line) then.
+func TestCloseLogsQueued(t *testing.T) {
+	g := newLogGate("zkconn: first")
+	s, err := Dial(context.Background(), []string{shared.Addr()}, WithLogger(slog.New(g)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.logf(slog.LevelWarn, "zkconn: first")
+	select {
+	case <-g.blocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the logger got no line in 10s")
+	}
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("zkconn: queued %d", i))
+		s.logf(slog.LevelInfo, want[i])
+	}
+	sub := s.Subscribe()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.Close()
+	}()
+	for range sub.C() { // until Close has ended the Subscriptions
+	}
+	close(g.release)
+	<-closed
+	got := g.messages()
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("logged %q; want every queued line, %q missing", got, w)
+		}
+	}
+}
+
+// A logGate is a slog.Handler that keeps every message, and blocks on the
+// first record whose message is msg until release is closed.
+type logGate struct {
+	msg     string
+	once    sync.Once
+	blocked chan struct{} // closed once that record is in Handle
+	release chan struct{}
+	mu      sync.Mutex
+	msgs    []string
+}
+
+func newLogGate(msg string) *logGate {
+	return &logGate{msg: msg, blocked: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *logGate) Enabled(context.Context, slog.Level) bool { return true }
+func (g *logGate) WithAttrs([]slog.Attr) slog.Handler       { return g }
+func (g *logGate) WithGroup(string) slog.Handler            { return g }
+func (g *logGate) Handle(_ context.Context, r slog.Record) error {
+	g.mu.Lock()
+	g.msgs = append(g.msgs, r.Message)
+	g.mu.Unlock()
+	if r.Message == g.msg {
+		g.once.Do(func() {
+			close(g.blocked)
+			<-g.release
+		})
+	}
+	return nil
+}
+
+func (g *logGate) messages() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.msgs)
 }
 
 func TestCreateProtected(t *testing.T) {

@@ -1,9 +1,11 @@
 package zkconn
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -37,6 +39,20 @@ func TestTLSSession(t *testing.T) {
 		t.Fatalf("Get(%s) on the plain port = %q, %v; want secure", node, data, err)
 	}
 
+	restart(t, s, srv)
+	h2 := current(t, s)
+	if h2.ID() != h.ID() {
+		t.Errorf("session after restart = %#x; want the same %#x", h2.ID(), h.ID())
+	}
+	if _, _, err := h2.Conn().Get(node); err != nil {
+		t.Errorf("Get(%s) after reconnecting over TLS: %v", node, err)
+	}
+}
+
+// restart stops srv and starts it again, and returns once s, suspended
+// meanwhile, has reconnected to the same ZooKeeper session.
+func restart(t *testing.T, s *Session, srv *zktest.Server) {
+	t.Helper()
 	sub := s.Subscribe()
 	defer sub.Stop()
 	if err := srv.Stop(); err != nil {
@@ -47,13 +63,6 @@ func TestTLSSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(t, sub, StateReconnected, 30*time.Second)
-	h2 := current(t, s)
-	if h2.ID() != h.ID() {
-		t.Errorf("session after restart = %#x; want the same %#x", h2.ID(), h.ID())
-	}
-	if _, _, err := h2.Conn().Get(node); err != nil {
-		t.Errorf("Get(%s) after reconnecting over TLS: %v", node, err)
-	}
 }
 
 // TestTLSHandshakes runs the tests of handshakes on one server.
@@ -62,6 +71,50 @@ func TestTLSHandshakes(t *testing.T) {
 	t.Run("ServerName", func(t *testing.T) { testTLSServerName(t, srv) })
 	t.Run("Refused", func(t *testing.T) { testTLSRefused(t, srv) })
 	t.Run("DialDeadline", func(t *testing.T) { testTLSDialDeadline(t, srv) })
+	t.Run("RefusalWhileLoggerBlocked", func(t *testing.T) { testTLSRefusalLoggerBlocked(t, srv) })
+}
+
+// testTLSRefusalLoggerBlocked: a server that refuses the TLS handshake is
+// logged at Warn, and a logger blocked on that line (a sink the outage cut
+// off) keeps the Session neither from connecting to another server nor
+// from reconnecting there after that server restarts. The Session is given
+// a server that answers TLS with garbage (refused) and srv, so whichever
+// go-zookeeper tries first, it tries the refusing one before it reconnects.
+func testTLSRefusalLoggerBlocked(t *testing.T, srv *zktest.Server) {
+	refusing := listener(t, []byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
+	g := newLogGate("zkconn: TLS handshake refused")
+	var s *Session
+	t.Cleanup(func() {
+		close(g.release) // before Close, which waits for the logger
+		if s != nil {
+			s.Close()
+		}
+	})
+	connected := make(chan *Session, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s, err := Dial(ctx, []string{refusing, srv.SecureAddr()}, WithTLS(srv.TLSConfig()),
+			WithSessionTimeout(time.Minute), WithLogger(slog.New(g)))
+		if err != nil {
+			t.Errorf("Dial: %v", err)
+		}
+		connected <- s
+	}()
+	select {
+	case s = <-connected:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Dial did not return in 30s with the logger blocked on the refusal")
+	}
+	if s == nil {
+		t.FailNow()
+	}
+	restart(t, s, srv)
+	select {
+	case <-g.blocked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the refusal never reached the logger")
+	}
 }
 
 // testTLSServerName: a server's certificate is verified against the host
@@ -132,8 +185,12 @@ func testTLSRefused(t *testing.T, srv *zktest.Server) {
 			t.Fatalf("misfit %q: no expected error", m.Name)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		s, err := Dial(ctx, []string{srv.SecureAddr()}, WithTLS(m.Config))
+		var log bytes.Buffer // written by the Session's log goroutine, which Dial's return follows
+		s, err := Dial(ctx, []string{srv.SecureAddr()}, WithTLS(m.Config), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 		cancel()
+		if line := "TLS handshake refused\" server=" + srv.SecureAddr(); !strings.Contains(log.String(), line) {
+			t.Errorf("%s: log after Dial returned:\n%s\nwant a line with %q", m.Name, log.String(), line)
+		}
 		if err == nil {
 			s.Close()
 			t.Errorf("%s: Dial succeeded; want ErrTLSHandshake", m.Name)
@@ -235,7 +292,11 @@ func TestTLSEnsemble(t *testing.T) {
 
 // silentListener accepts connections on 127.0.0.1 and never writes; the
 // test's cleanup closes it and them.
-func silentListener(t *testing.T) string {
+func silentListener(t *testing.T) string { return listener(t, nil) }
+
+// listener accepts connections on 127.0.0.1, writes greeting to each, and
+// then reads nothing; the test's cleanup closes it and them.
+func listener(t *testing.T, greeting []byte) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -249,6 +310,9 @@ func silentListener(t *testing.T) string {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if len(greeting) > 0 {
+				_, _ = c.Write(greeting)
 			}
 			mu.Lock()
 			conns = append(conns, c)
