@@ -75,8 +75,10 @@ func WithSessionTimeout(d time.Duration) Option {
 // go-zookeeper's log lines (at Debug) into l. Only one goroutine of the
 // Session calls l, so a slow l delays no suspension, no loss and no
 // reconnection; while l is behind, transitions wait for it and other lines
-// past the 64 queued are dropped. Close returns once l has logged what was
-// queued. The default is slog.Default(); nil makes Dial fail.
+// past the 64 queued are dropped. Close, and a Dial that fails, return
+// only once l has logged every transition and every line still queued,
+// so they wait for a blocked l; l must not call Close. The default is
+// slog.Default(); nil makes Dial fail.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
 }

@@ -29,9 +29,11 @@ type Session struct {
 	ctx       context.Context // canceled by Close: bounds name lookups
 	cancel    context.CancelFunc
 	closeOnce sync.Once
-	kick      chan struct{} // wakes run to re-read the expiry deadline
-	records   chan record   // for logs to log (see logf)
-	bg        sync.WaitGroup
+	kick      chan struct{}  // wakes run to re-read the expiry deadline
+	records   chan record    // for logs to log (see logf)
+	bg        sync.WaitGroup // every goroutine of the Session but logs
+	logsEnd   chan struct{}  // closed by Close once bg is done: logs logs the rest and ends
+	logsDone  chan struct{}  // closed by logs as it ends
 
 	mu       sync.Mutex
 	state    State
@@ -69,8 +71,9 @@ type generation struct {
 // if ctx is done first, having released everything it started. That takes
 // up to a second past ctx's end: go-zookeeper waits that long for a
 // connection attempt under way, and for a request to end a session it
-// never got. With WithTLS it also fails, before ctx is done, when every
-// server refused the TLS handshake (ErrTLSHandshake).
+// never got, and longer while the logger is behind (see WithLogger). With
+// WithTLS it also fails, before ctx is done, when every server refused the
+// TLS handshake (ErrTLSHandshake).
 func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -87,14 +90,16 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
 	}
 	s := &Session{
-		servers: append([]string(nil), servers...),
-		cfg:     cfg,
-		closing: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
-		records: make(chan record, recordsBuffer),
-		link:    closedLatch,
-		changed: make(chan struct{}),
-		subs:    make(map[*Subscription]struct{}),
+		servers:  append([]string(nil), servers...),
+		cfg:      cfg,
+		closing:  make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		records:  make(chan record, recordsBuffer),
+		logsEnd:  make(chan struct{}),
+		logsDone: make(chan struct{}),
+		link:     closedLatch,
+		changed:  make(chan struct{}),
+		subs:     make(map[*Subscription]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// refused ends the wait when every server refuses the TLS handshake.
@@ -108,17 +113,17 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		s.cancel()
 		return nil, err
 	}
-	s.bg.Add(2)
+	s.bg.Add(1)
 	go s.run()
 	go s.logs(s.Subscribe())
 	if _, err := s.Current(wait); err != nil {
-		attempts := first.connector.attempts() // before Close ends those under way
-		s.Close()
+		// Decided before Close, which waits for the logger.
 		if cause := context.Cause(wait); ctx.Err() == nil && errors.Is(cause, ErrTLSHandshake) {
 			err = cause
-		} else if attempts != nil {
+		} else if attempts := first.connector.attempts(); attempts != nil { // before Close ends those under way
 			err = fmt.Errorf("%w; connection attempts: %w", err, attempts)
 		}
+		s.Close()
 		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
 	}
 	return s, nil
@@ -306,43 +311,68 @@ func (s *Session) setStateLocked(st State, id int64) {
 
 // logs is the one goroutine that calls the Session's logger: it logs the
 // transitions sub delivers (the first, the state when it was made, only if
-// it is one) and what logf queued, and when sub ends (Close) what is still
-// queued. Nothing else of the Session, nor go-zookeeper (see zkLogger), nor
-// the connector, waits for the logger: a slow one, whose sink the same
-// outage may cut off, holds up no suspension, no loss and no reconnection.
+// it is one) and what logf queued. Nothing else of the Session, nor
+// go-zookeeper (see zkLogger), nor the connector, waits for the logger: a
+// slow one, whose sink the same outage may cut off, holds up no
+// suspension, no loss and no reconnection.
+//
+// Close ends sub's channel early (its buffer holds 16), and closes logsEnd
+// only once every other goroutine of the Session, and go-zookeeper's, have
+// ended, so that nothing more is queued: logs then logs every transition
+// sub still holds, beyond its channel too, and every queued record, and
+// ends.
 func (s *Session) logs(sub *Subscription) {
-	defer s.bg.Done()
+	defer close(s.logsDone)
+	events := sub.C()
 	for {
 		select {
-		case ev, ok := <-sub.C():
+		case ev, ok := <-events:
 			if !ok {
-				s.flushRecords()
-				return
-			}
-			if ev.State == 0 {
+				events = nil
+				s.logQueued(sub)
 				continue
 			}
-			level := slog.LevelDebug
-			if ev.State == StateSuspended || ev.State == StateLost {
-				level = slog.LevelWarn
-			}
-			s.log(record{level, "zkconn: session " + ev.State.String(), []any{"session", fmt.Sprintf("%#x", ev.SessionID)}})
+			s.logEvent(ev)
 		case r := <-s.records:
 			s.log(r)
+		case <-s.logsEnd:
+			if events != nil {
+				for ev := range events { // closed: its pump has ended
+					s.logEvent(ev)
+				}
+				s.logQueued(sub)
+			}
+			for {
+				select {
+				case r := <-s.records:
+					s.log(r)
+				default:
+					return
+				}
+			}
 		}
 	}
 }
 
-// flushRecords logs what logf queued, without waiting for more.
-func (s *Session) flushRecords() {
-	for {
-		select {
-		case r := <-s.records:
-			s.log(r)
-		default:
-			return
-		}
+// logQueued logs the transitions the ended sub's channel had no room for.
+func (s *Session) logQueued(sub *Subscription) {
+	for ev, ok := sub.next(); ok; ev, ok = sub.next() {
+		sub.pop()
+		s.logEvent(ev)
 	}
+}
+
+// logEvent logs a transition (not the zero State): suspension and loss at
+// Warn, the others at Debug.
+func (s *Session) logEvent(ev Event) {
+	if ev.State == 0 {
+		return
+	}
+	level := slog.LevelDebug
+	if ev.State == StateSuspended || ev.State == StateLost {
+		level = slog.LevelWarn
+	}
+	s.log(record{level, "zkconn: session " + ev.State.String(), []any{"session", fmt.Sprintf("%#x", ev.SessionID)}})
 }
 
 // A record is a line for logs to log.
@@ -553,7 +583,8 @@ func (s *Session) isClosing() bool {
 
 // Close ends the ZooKeeper session (the server deletes its ephemeral nodes),
 // wakes every waiter with ErrClosed, and returns once every goroutine the
-// Session started has ended. It is idempotent and always returns nil.
+// Session started has ended, the one in its logger last (see WithLogger).
+// It is idempotent and always returns nil.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -568,6 +599,8 @@ func (s *Session) Close() error {
 			c.close()
 		}
 		s.bg.Wait()
+		close(s.logsEnd)
+		<-s.logsDone
 	})
 	return nil
 }
