@@ -75,7 +75,8 @@ func WithSessionTimeout(d time.Duration) Option {
 // go-zookeeper's log lines (at Debug) into l. Only one goroutine of the
 // Session calls l, so a slow l delays no suspension, no loss and no
 // reconnection; while l is behind, transitions wait for it and other lines
-// past the 64 queued are dropped. Close, and a Dial that fails, return
+// are dropped once 64 are queued (Debug lines once 32 are). Close, and a
+// Dial that fails, return
 // only once l has logged every transition and every line still queued,
 // so they wait for a blocked l; l must not call Close. The default is
 // slog.Default(); nil makes Dial fail.
@@ -107,8 +108,10 @@ func WithDialer(d zk.Dialer) Option {
 }
 
 // WithResolver sets how server names are looked up, each time the Session
-// starts a connection. The default is net.DefaultResolver; nil makes Dial
-// fail. Lookups are bounded by Dial's ctx, and later ones by Close.
+// starts a connection. A name that does not resolve is left out of that
+// connection's servers (and logged at Warn), unless no server is left. The
+// default is net.DefaultResolver; nil makes Dial fail. Lookups are bounded
+// by Dial's ctx, and later ones by Close.
 func WithResolver(r *net.Resolver) Option {
 	return optionFunc(func(c *config) { c.resolver = r })
 }

@@ -73,7 +73,8 @@ type generation struct {
 // connection attempt under way, and for a request to end a session it
 // never got, and longer while the logger is behind (see WithLogger). With
 // WithTLS it also fails, before ctx is done, when every server refused the
-// TLS handshake (ErrTLSHandshake).
+// TLS handshake (ErrTLSHandshake); and at once when no server's name
+// resolves (see WithResolver).
 func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -85,9 +86,9 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	addrs, names, err := resolve(ctx, cfg.resolver, servers)
-	if err != nil {
-		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
+	addrs, names, unresolved := resolve(ctx, cfg.resolver, servers)
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, unresolved)
 	}
 	s := &Session{
 		servers:  append([]string(nil), servers...),
@@ -102,6 +103,9 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		subs:     make(map[*Subscription]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if unresolved != nil {
+		s.logf(slog.LevelWarn, "zkconn: cannot resolve some servers", "err", unresolved)
+	}
 	// refused ends the wait when every server refuses the TLS handshake.
 	wait, refused := context.WithCancelCause(ctx)
 	defer refused(nil)
@@ -132,11 +136,14 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 // resolve looks up the host names in servers ("host:port"), and returns the
 // "ip:port" addresses to connect to, within ctx, and the host name each
 // address of a name came from (the first, if several lead to one address),
-// for TLS to verify. It runs without s.mu: a slow name server must not hold
-// up Close or the event callback.
-func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, map[string]string, error) {
-	var addrs []string
-	names := map[string]string{}
+// for TLS to verify. A name that does not resolve is left out, as long as
+// another server is left: err says which did not, and addrs is empty only
+// if err is not nil (a server that is not "host:port" fails it at once).
+// It runs without s.mu: a slow name server must not hold up Close or the
+// event callback.
+func resolve(ctx context.Context, r *net.Resolver, servers []string) (addrs []string, names map[string]string, err error) {
+	names = map[string]string{}
+	var failed []error
 	for _, srv := range servers {
 		host, port, err := net.SplitHostPort(srv)
 		if err != nil {
@@ -148,7 +155,8 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, 
 		}
 		ips, err := r.LookupHost(ctx, host)
 		if err != nil {
-			return nil, nil, err
+			failed = append(failed, err)
+			continue
 		}
 		for _, ip := range ips {
 			addr := net.JoinHostPort(ip, port)
@@ -158,7 +166,7 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) ([]string, 
 			}
 		}
 	}
-	return addrs, names, nil
+	return addrs, names, errors.Join(failed...)
 }
 
 // newClientLocked starts a new *zk.Conn to addrs (resolved: go-zookeeper
@@ -385,12 +393,17 @@ type record struct {
 // log hands r to the logger; only logs calls it.
 func (s *Session) log(r record) { s.cfg.logger.Log(context.Background(), r.level, r.msg, r.args...) }
 
-// recordsBuffer is how many records logf queues for logs; it drops more.
+// recordsBuffer is how many records logf queues for logs; it drops more,
+// and drops those below Warn once half as many are queued, which keeps room
+// for warnings and errors among go-zookeeper's Debug lines.
 const recordsBuffer = 64
 
 // logf queues a record for logs without waiting: when the logger is that
-// far behind, the record is dropped.
+// far behind (see recordsBuffer), the record is dropped.
 func (s *Session) logf(level slog.Level, msg string, args ...any) {
+	if level < slog.LevelWarn && len(s.records) >= recordsBuffer/2 {
+		return
+	}
 	select {
 	case s.records <- record{level, msg, args}:
 	default:
@@ -491,14 +504,17 @@ func (s *Session) retireLocked(c *client) {
 }
 
 // replace starts a new *zk.Conn if the Session is open and its current one
-// is old. It reports false if the server list did not resolve.
+// is old. It reports false if no server resolved.
 func (s *Session) replace(old *client) bool {
 	addrs, names, err := resolve(s.ctx, s.cfg.resolver, s.servers)
-	if err != nil {
-		if s.ctx.Err() == nil {
-			s.logf(slog.LevelError, "zkconn: cannot resolve the servers", "servers", s.servers, "err", err)
-		}
+	switch {
+	case s.ctx.Err() != nil:
+		return false // closed
+	case len(addrs) == 0:
+		s.logf(slog.LevelError, "zkconn: cannot resolve the servers", "servers", s.servers, "err", err)
 		return false
+	case err != nil:
+		s.logf(slog.LevelWarn, "zkconn: cannot resolve some servers", "err", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

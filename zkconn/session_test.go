@@ -317,17 +317,7 @@ func TestSlowSubscriber(t *testing.T) {
 // what was queued for it when Close was called, though the logger was
 // behind (blocked in a line) then.
 func TestCloseLogsQueued(t *testing.T) {
-	g := newLogGate("zkconn: first")
-	s, err := Dial(context.Background(), []string{shared.Addr()}, WithLogger(slog.New(g)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.logf(slog.LevelWarn, "zkconn: first")
-	select {
-	case <-g.blocked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the logger got no line in 10s")
-	}
+	s, g := behindLogger(t)
 	var want []string
 	for i := range 10 {
 		want = append(want, fmt.Sprintf("zkconn: queued %d", i))
@@ -349,6 +339,40 @@ func TestCloseLogsQueued(t *testing.T) {
 			t.Errorf("logged %q; want every queued line, %q missing", got, w)
 		}
 	}
+}
+
+// TestLogKeepsRoomForWarnings: while the logger is behind, go-zookeeper's
+// Debug lines (a reconnection loop's) do not crowd out a warning queued
+// after them.
+func TestLogKeepsRoomForWarnings(t *testing.T) {
+	s, g := behindLogger(t)
+	for range 2 * recordsBuffer {
+		zkLogger{s}.Printf("failed to connect to %s", "127.0.0.1:1")
+	}
+	s.logf(slog.LevelWarn, "zkconn: warning")
+	close(g.release)
+	s.Close()
+	if got := g.messages(); !slices.Contains(got, "zkconn: warning") {
+		t.Errorf("logged %d lines, and not the warning queued after %d Debug lines", len(got), 2*recordsBuffer)
+	}
+}
+
+// behindLogger returns a Session whose logger is blocked in a line until
+// g.release is closed; the caller closes the Session.
+func behindLogger(t *testing.T) (*Session, *logGate) {
+	t.Helper()
+	g := newLogGate("zkconn: first")
+	s, err := Dial(context.Background(), []string{shared.Addr()}, WithLogger(slog.New(g)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.logf(slog.LevelWarn, "zkconn: first")
+	select {
+	case <-g.blocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the logger got no line in 10s")
+	}
+	return s, g
 }
 
 // A logGate is a slog.Handler that keeps every message, and blocks on the
