@@ -20,13 +20,15 @@ var ErrClosed = errors.New("zkconn: session closed")
 // new ZooKeeper session.
 var ErrSessionLost = errors.New("zkconn: zookeeper session lost")
 
-// ErrTLSHandshake is wrapped by Dial's error when every server refused the
-// TLS handshake (WithTLS) before any accepted a connection: a server did not
-// accept the client's certificate, or the client presented none where the
-// server requires one, or the client did not accept a server's certificate
-// (signed by a CA it does not trust, or not naming the server). The
-// wrapping error says which, server by server. Trying again with the same
-// certificates does not help.
+// ErrTLSHandshake is wrapped by Dial's error when every server (whose name
+// resolved) refused the TLS handshake (WithTLS) before any accepted a
+// connection: a server did not accept the client's certificate, or the
+// client presented none where the server requires one, or the client did
+// not accept a server's certificate (signed by a CA it does not trust, or
+// not naming the server). The wrapping error says which, server by server,
+// and names the servers whose names did not resolve, which were not tried.
+// Trying again with the same certificates does not help, unless one of
+// those could be tried.
 var ErrTLSHandshake = errors.New("zkconn: TLS handshake refused")
 
 // ErrBadPath is wrapped by the error ValidatePath returns for a path

@@ -133,7 +133,8 @@ func WithResolver(r *net.Resolver) Option {
 // a third of the session timeout. A server that refuses the handshake, or
 // whose certificate cfg refuses, is tried again like one that is down; but
 // when every server has refused it before any accepted a connection, Dial
-// returns at once with an error wrapping ErrTLSHandshake that says why.
+// returns at once with an error wrapping ErrTLSHandshake that says why
+// (every server whose name resolved; see ErrTLSHandshake).
 func WithTLS(cfg *tls.Config) Option {
 	return optionFunc(func(c *config) { c.tls, c.tlsSet = cfg, true })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +56,7 @@ type client struct {
 	watches    watchSet // the Watches set through this conn
 	authed     bool     // WithDigestAuth credentials accepted (or none set)
 	hasSession bool     // the conn's last session event was HasSession
+	partial    bool     // some server names did not resolve when c was made (see refresh)
 }
 
 // generation is one ZooKeeper session.
@@ -87,8 +89,12 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		return nil, err
 	}
 	addrs, names, unresolved := resolve(ctx, cfg.resolver, servers)
-	if len(addrs) == 0 {
-		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, unresolved)
+	if len(addrs) == 0 || ctx.Err() != nil {
+		err := unresolved
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
 	}
 	s := &Session{
 		servers:  append([]string(nil), servers...),
@@ -111,6 +117,9 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	defer refused(nil)
 	s.mu.Lock()
 	first, err := s.newClientLocked(addrs, names, refused)
+	if err == nil {
+		first.partial = unresolved != nil
+	}
 	s.cur = first
 	s.mu.Unlock()
 	if err != nil {
@@ -124,13 +133,28 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		// Decided before Close, which waits for the logger.
 		if cause := context.Cause(wait); ctx.Err() == nil && errors.Is(cause, ErrTLSHandshake) {
 			err = cause
-		} else if attempts := first.connector.attempts(); attempts != nil { // before Close ends those under way
+		} else if attempts := s.attempts(first); attempts != nil { // before Close ends those under way
 			err = fmt.Errorf("%w; connection attempts: %w", err, attempts)
+		}
+		if unresolved != nil {
+			err = fmt.Errorf("%w; not resolved: %w", err, unresolved)
 		}
 		s.Close()
 		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
 	}
 	return s, nil
+}
+
+// attempts returns how the last attempt on each server of the current
+// *zk.Conn (else of first, which refresh may have replaced) failed.
+func (s *Session) attempts(first *client) error {
+	s.mu.Lock()
+	c := s.cur
+	s.mu.Unlock()
+	if c == nil {
+		c = first
+	}
+	return c.connector.attempts()
 }
 
 // resolve looks up the host names in servers ("host:port"), and returns the
@@ -412,18 +436,20 @@ func (s *Session) logf(level slog.Level, msg string, args ...any) {
 
 // run authenticates new connections, gives up a session that has been
 // suspended for longer than the session timeout (replacing its *zk.Conn, so
-// the client cannot quietly resume it later), and starts a new *zk.Conn
-// when there is none.
+// the client cannot quietly resume it later), starts a new *zk.Conn when
+// there is none, and looks the server names up again every second while
+// the *zk.Conn was made without some of them and there is no session.
 func (s *Session) run() {
 	defer s.bg.Done()
 	for {
 		s.mu.Lock()
-		c, at, closed := s.cur, s.expireAt, s.closed
+		c, at, closed, live := s.cur, s.expireAt, s.closed, s.gen != nil
 		s.mu.Unlock()
 		if closed { // replace, say, found it closed: nothing more to start
 			return
 		}
 		var fire <-chan time.Time
+		then := func() {}
 		switch {
 		case c == nil:
 			if s.replace(nil) {
@@ -434,18 +460,37 @@ func (s *Session) run() {
 			s.authenticate(c)
 			continue
 		case !at.IsZero():
-			fire = time.After(time.Until(at))
+			fire, then = time.After(time.Until(at)), func() { s.giveUp(c) }
+		case c.partial && !live:
+			fire, then = time.After(time.Second), func() { s.refresh(c) }
 		}
 		select {
 		case <-s.kick:
 		case <-fire:
-			if c != nil {
-				s.giveUp(c)
-			}
+			then()
 		case <-s.closing:
 			return
 		}
 	}
+}
+
+// refresh retires c, made while some server names did not resolve, if
+// there is still no session and a name now resolves to a server c does
+// not know: run then starts a *zk.Conn with every server that resolves. A
+// *zk.Conn never looks names up again, and one that has no session is
+// never given up, so without this a Session whose resolved servers are
+// down would wait for good for servers it left out.
+func (s *Session) refresh(c *client) {
+	addrs, _, _ := resolve(s.ctx, s.cfg.resolver, s.servers)
+	if !slices.ContainsFunc(addrs, func(a string) bool { return !slices.Contains(c.connector.servers, a) }) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.cur != c || s.gen != nil {
+		return
+	}
+	s.retireLocked(c)
 }
 
 // authenticate sends the digest credentials on c, retrying until they are
@@ -506,15 +551,15 @@ func (s *Session) retireLocked(c *client) {
 // replace starts a new *zk.Conn if the Session is open and its current one
 // is old. It reports false if no server resolved.
 func (s *Session) replace(old *client) bool {
-	addrs, names, err := resolve(s.ctx, s.cfg.resolver, s.servers)
+	addrs, names, unresolved := resolve(s.ctx, s.cfg.resolver, s.servers)
 	switch {
 	case s.ctx.Err() != nil:
 		return false // closed
 	case len(addrs) == 0:
-		s.logf(slog.LevelError, "zkconn: cannot resolve the servers", "servers", s.servers, "err", err)
+		s.logf(slog.LevelError, "zkconn: cannot resolve the servers", "servers", s.servers, "err", unresolved)
 		return false
-	case err != nil:
-		s.logf(slog.LevelWarn, "zkconn: cannot resolve some servers", "err", err)
+	case unresolved != nil:
+		s.logf(slog.LevelWarn, "zkconn: cannot resolve some servers", "err", unresolved)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -526,6 +571,7 @@ func (s *Session) replace(old *client) bool {
 		s.logf(slog.LevelError, "zkconn: cannot start a new connection", "err", err)
 		return false
 	}
+	next.partial = unresolved != nil
 	s.cur = next
 	return true
 }
