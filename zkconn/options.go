@@ -109,7 +109,9 @@ func WithDialer(d zk.Dialer) Option {
 
 // WithResolver sets how server names are looked up, each time the Session
 // starts a connection. A name that does not resolve is left out of that
-// connection's servers (and logged at Warn), unless no server is left. The
+// connection's servers (and logged at Warn), unless no server is left; it
+// is looked up again every second while there is no session, and once it
+// resolves the Session starts a connection with it. The
 // default is net.DefaultResolver; nil makes Dial fail. Lookups are bounded
 // by Dial's ctx, and later ones by Close.
 func WithResolver(r *net.Resolver) Option {

@@ -19,10 +19,13 @@ import (
 // fakeDNS is a resolver (Go's, over an in-process stream "server") that
 // answers A queries for one name with 127.0.0.1 while on is true, and
 // NXDOMAIN for it (and everything else) otherwise: a DNS record that is
-// removed, or a name server that says so.
+// removed, or a name server that says so. Given ips, it answers one of
+// them at a time instead, taking turns (round-robin DNS).
 type fakeDNS struct {
-	name string // lower case, no trailing dot
+	name string    // lower case, no trailing dot
+	ips  [][4]byte // the answers in turn; none: 127.0.0.1
 	on   atomic.Bool
+	n    atomic.Int64 // A queries for name answered
 }
 
 func (d *fakeDNS) resolver() *net.Resolver {
@@ -90,8 +93,13 @@ func (d *fakeDNS) answer(q []byte) []byte {
 	binary.BigEndian.PutUint16(h[4:], 1) // QDCOUNT
 	resp := append(h, question...)
 	if known && qtype == 1 { // A
+		ip := [4]byte{127, 0, 0, 1}
+		if n := d.n.Add(1) - 1; len(d.ips) > 0 {
+			ip = d.ips[int(n)%len(d.ips)]
+		}
 		binary.BigEndian.PutUint16(resp[6:], 1) // ANCOUNT
-		resp = append(resp, 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4, 127, 0, 0, 1)
+		resp = append(resp, 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4)
+		resp = append(resp, ip[:]...)
 	}
 	return resp
 }

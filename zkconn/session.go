@@ -43,6 +43,7 @@ type Session struct {
 	gen      *generation   // the live ZooKeeper session; nil while none
 	link     latch         // closes when the current connection drops
 	changed  chan struct{} // closed and replaced at every transition
+	refused  func(error)   // Dial's, while it waits: see connector
 	expireAt time.Time     // when a suspended session is given up
 	subs     map[*Subscription]struct{}
 }
@@ -56,7 +57,8 @@ type client struct {
 	watches    watchSet // the Watches set through this conn
 	authed     bool     // WithDigestAuth credentials accepted (or none set)
 	hasSession bool     // the conn's last session event was HasSession
-	partial    bool     // some server names did not resolve when c was made (see refresh)
+	missing    []string // the servers whose names did not resolve when c was made (see refresh)
+	unresolved error    // why they did not
 }
 
 // generation is one ZooKeeper session.
@@ -88,9 +90,9 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	addrs, names, unresolved := resolve(ctx, cfg.resolver, servers)
-	if len(addrs) == 0 || ctx.Err() != nil {
-		err := unresolved
+	r := resolve(ctx, cfg.resolver, servers)
+	if len(r.addrs) == 0 || ctx.Err() != nil {
+		err := r.err
 		if err == nil {
 			err = ctx.Err()
 		}
@@ -109,17 +111,16 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 		subs:     make(map[*Subscription]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if unresolved != nil {
-		s.logf(slog.LevelWarn, "zkconn: cannot resolve some servers", "err", unresolved)
+	if r.err != nil {
+		s.logf(slog.LevelWarn, "zkconn: cannot resolve some servers", "err", r.err)
 	}
-	// refused ends the wait when every server refuses the TLS handshake.
+	// refused ends the wait when every server of a *zk.Conn refuses the TLS
+	// handshake: the first, or one that replaced it (see refresh).
 	wait, refused := context.WithCancelCause(ctx)
 	defer refused(nil)
 	s.mu.Lock()
-	first, err := s.newClientLocked(addrs, names, refused)
-	if err == nil {
-		first.partial = unresolved != nil
-	}
+	s.refused = refused
+	first, err := s.newClientLocked(r, refused)
 	s.cur = first
 	s.mu.Unlock()
 	if err != nil {
@@ -129,15 +130,23 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	s.bg.Add(1)
 	go s.run()
 	go s.logs(s.Subscribe())
-	if _, err := s.Current(wait); err != nil {
+	_, err = s.Current(wait)
+	s.mu.Lock()
+	s.refused = nil
+	c := s.cur
+	s.mu.Unlock()
+	if err != nil {
+		if c == nil {
+			c = first
+		}
 		// Decided before Close, which waits for the logger.
 		if cause := context.Cause(wait); ctx.Err() == nil && errors.Is(cause, ErrTLSHandshake) {
 			err = cause
-		} else if attempts := s.attempts(first); attempts != nil { // before Close ends those under way
+		} else if attempts := c.connector.attempts(); attempts != nil { // before Close ends those under way
 			err = fmt.Errorf("%w; connection attempts: %w", err, attempts)
 		}
-		if unresolved != nil {
-			err = fmt.Errorf("%w; not resolved: %w", err, unresolved)
+		if c.unresolved != nil {
+			err = fmt.Errorf("%w; not resolved: %w", err, c.unresolved)
 		}
 		s.Close()
 		return nil, fmt.Errorf("zkconn: dial %v: %w", servers, err)
@@ -145,64 +154,60 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	return s, nil
 }
 
-// attempts returns how the last attempt on each server of the current
-// *zk.Conn (else of first, which refresh may have replaced) failed.
-func (s *Session) attempts(first *client) error {
-	s.mu.Lock()
-	c := s.cur
-	s.mu.Unlock()
-	if c == nil {
-		c = first
-	}
-	return c.connector.attempts()
+// A resolution is what resolve found.
+type resolution struct {
+	addrs   []string          // the "ip:port" addresses to connect to
+	names   map[string]string // the host name each address of a name came from, for TLS to verify
+	missing []string          // the servers whose names did not resolve
+	err     error             // why they did not; or, with no addrs, why servers are malformed
 }
 
-// resolve looks up the host names in servers ("host:port"), and returns the
-// "ip:port" addresses to connect to, within ctx, and the host name each
-// address of a name came from (the first, if several lead to one address),
-// for TLS to verify. A name that does not resolve is left out, as long as
-// another server is left: err says which did not, and addrs is empty only
-// if err is not nil (a server that is not "host:port" fails it at once).
-// It runs without s.mu: a slow name server must not hold up Close or the
-// event callback.
-func resolve(ctx context.Context, r *net.Resolver, servers []string) (addrs []string, names map[string]string, err error) {
-	names = map[string]string{}
+// resolve looks up the host names in servers ("host:port") within ctx, for
+// the addresses to connect to and the host name each address of a name
+// came from (the first, if several lead to one address). A name that does
+// not resolve is left out; addrs is empty only if err is not nil (a server
+// that is not "host:port" fails it at once). It runs without s.mu: a slow
+// name server must not hold up Close or the event callback.
+func resolve(ctx context.Context, r *net.Resolver, servers []string) resolution {
+	res := resolution{names: map[string]string{}}
 	var failed []error
 	for _, srv := range servers {
 		host, port, err := net.SplitHostPort(srv)
 		if err != nil {
-			return nil, nil, err
+			return resolution{err: err}
 		}
 		if net.ParseIP(host) != nil {
-			addrs = append(addrs, srv)
+			res.addrs = append(res.addrs, srv)
 			continue
 		}
 		ips, err := r.LookupHost(ctx, host)
 		if err != nil {
+			res.missing = append(res.missing, srv)
 			failed = append(failed, err)
 			continue
 		}
 		for _, ip := range ips {
 			addr := net.JoinHostPort(ip, port)
-			addrs = append(addrs, addr)
-			if _, ok := names[addr]; !ok {
-				names[addr] = host
+			res.addrs = append(res.addrs, addr)
+			if _, ok := res.names[addr]; !ok {
+				res.names[addr] = host
 			}
 		}
 	}
-	return addrs, names, errors.Join(failed...)
+	res.err = errors.Join(failed...)
+	return res
 }
 
-// newClientLocked starts a new *zk.Conn to addrs (resolved: go-zookeeper
-// then looks nothing up; names maps them to the host names they came from).
+// newClientLocked starts a new *zk.Conn to r's addresses (go-zookeeper then
+// looks nothing up).
 // refused, if not nil, is told when every server refused the TLS handshake
 // (see connector). go-zookeeper calls onEvent from its own goroutine, which
 // takes s.mu: holding it here orders those calls after the assignment of
 // c.conn.
-func (s *Session) newClientLocked(addrs []string, names map[string]string, refused func(error)) (*client, error) {
-	cn := newConnector(&s.cfg, addrs, names, refused, s.logf)
-	c := &client{authed: s.cfg.authScheme == "", wire: newWire(cn.dialer()), connector: cn}
-	conn, events, err := zk.Connect(addrs, s.cfg.sessionTimeout,
+func (s *Session) newClientLocked(r resolution, refused func(error)) (*client, error) {
+	cn := newConnector(&s.cfg, r.addrs, r.names, refused, s.logf)
+	c := &client{authed: s.cfg.authScheme == "", wire: newWire(cn.dialer()), connector: cn, missing: r.missing, unresolved: r.err}
+	conn, events, err := zk.Connect(r.addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),
 		zk.WithLogger(zkLogger{s}),
@@ -457,11 +462,16 @@ func (s *Session) run() {
 			}
 			fire = time.After(time.Second) // the servers did not resolve: try again
 		case !c.authed:
-			s.authenticate(c)
-			continue
+			if s.authenticate(c) {
+				continue
+			}
+			fire = time.After(time.Second) // try again
+			if len(c.missing) > 0 {
+				then = func() { s.refresh(c) }
+			}
 		case !at.IsZero():
 			fire, then = time.After(time.Until(at)), func() { s.giveUp(c) }
-		case c.partial && !live:
+		case len(c.missing) > 0 && !live:
 			fire, then = time.After(time.Second), func() { s.refresh(c) }
 		}
 		select {
@@ -475,14 +485,16 @@ func (s *Session) run() {
 }
 
 // refresh retires c, made while some server names did not resolve, if
-// there is still no session and a name now resolves to a server c does
-// not know: run then starts a *zk.Conn with every server that resolves. A
-// *zk.Conn never looks names up again, and one that has no session is
-// never given up, so without this a Session whose resolved servers are
-// down would wait for good for servers it left out.
+// there is still no session and one of those names resolves now: run then
+// starts a *zk.Conn with every server that resolves. A *zk.Conn never
+// looks names up again, and one that has no session is never given up, so
+// without this a Session whose resolved servers are down would wait for
+// good for servers it left out. A name that resolved for c and now leads
+// elsewhere (round-robin DNS) does not count: c keeps its connect under
+// way.
 func (s *Session) refresh(c *client) {
-	addrs, _, _ := resolve(s.ctx, s.cfg.resolver, s.servers)
-	if !slices.ContainsFunc(addrs, func(a string) bool { return !slices.Contains(c.connector.servers, a) }) {
+	r := resolve(s.ctx, s.cfg.resolver, s.servers)
+	if !slices.ContainsFunc(c.missing, func(srv string) bool { return !slices.Contains(r.missing, srv) }) {
 		return
 	}
 	s.mu.Lock()
@@ -493,27 +505,20 @@ func (s *Session) refresh(c *client) {
 	s.retireLocked(c)
 }
 
-// authenticate sends the digest credentials on c, retrying until they are
-// accepted or the Session closes, then reports c's session if it is up.
-func (s *Session) authenticate(c *client) {
-	for {
-		err := c.conn.AddAuth(s.cfg.authScheme, s.cfg.auth)
-		if err == nil {
-			s.mu.Lock()
-			c.authed = true
-			if c.hasSession && s.cur == c && !s.closed {
-				s.upLocked(c)
-			}
-			s.mu.Unlock()
-			return
-		}
+// authenticate sends the digest credentials on c once, and reports whether
+// they were accepted; then it reports c's session if it is up.
+func (s *Session) authenticate(c *client) bool {
+	if err := c.conn.AddAuth(s.cfg.authScheme, s.cfg.auth); err != nil {
 		s.logf(slog.LevelWarn, "zkconn: adding credentials failed", "err", err)
-		select {
-		case <-s.closing:
-			return
-		case <-time.After(time.Second):
-		}
+		return false
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.authed = true
+	if c.hasSession && s.cur == c && !s.closed {
+		s.upLocked(c)
+	}
+	return true
 }
 
 // giveUp declares c's session lost once it has stayed suspended past the
@@ -551,27 +556,26 @@ func (s *Session) retireLocked(c *client) {
 // replace starts a new *zk.Conn if the Session is open and its current one
 // is old. It reports false if no server resolved.
 func (s *Session) replace(old *client) bool {
-	addrs, names, unresolved := resolve(s.ctx, s.cfg.resolver, s.servers)
+	r := resolve(s.ctx, s.cfg.resolver, s.servers)
 	switch {
 	case s.ctx.Err() != nil:
 		return false // closed
-	case len(addrs) == 0:
-		s.logf(slog.LevelError, "zkconn: cannot resolve the servers", "servers", s.servers, "err", unresolved)
+	case len(r.addrs) == 0:
+		s.logf(slog.LevelError, "zkconn: cannot resolve the servers", "servers", s.servers, "err", r.err)
 		return false
-	case unresolved != nil:
-		s.logf(slog.LevelWarn, "zkconn: cannot resolve some servers", "err", unresolved)
+	case r.err != nil:
+		s.logf(slog.LevelWarn, "zkconn: cannot resolve some servers", "err", r.err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.cur != old {
 		return true
 	}
-	next, err := s.newClientLocked(addrs, names, nil)
+	next, err := s.newClientLocked(r, s.refused)
 	if err != nil {
 		s.logf(slog.LevelError, "zkconn: cannot start a new connection", "err", err)
 		return false
 	}
-	next.partial = unresolved != nil
 	s.cur = next
 	return true
 }

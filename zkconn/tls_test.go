@@ -145,13 +145,13 @@ func testTLSServerName(t *testing.T, srv *zktest.Server) {
 // TestResolveNames: the addresses a name resolves to remember the name, for
 // TLS to verify; an IP address needs nothing remembered.
 func TestResolveNames(t *testing.T) {
-	addrs, names, err := resolve(context.Background(), net.DefaultResolver, []string{"localhost:2281", "10.0.0.1:2281"})
-	if err != nil {
-		t.Fatal(err)
+	r := resolve(context.Background(), net.DefaultResolver, []string{"localhost:2281", "10.0.0.1:2281"})
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
 	var c connector
-	c.names = names
-	for _, a := range addrs {
+	c.names = r.names
+	for _, a := range r.addrs {
 		want := "localhost"
 		if a == "10.0.0.1:2281" {
 			want = "10.0.0.1"
