@@ -260,6 +260,8 @@ func (s *Session) onEvent(c *client, ev zk.Event) {
 		c.hasSession = true
 		if c.authed {
 			s.upLocked(c)
+		} else {
+			s.wake() // run adds the credentials
 		}
 	case zk.StateDisconnected:
 		c.hasSession = false
@@ -300,10 +302,7 @@ func (s *Session) suspendLocked() {
 		s.expireAt = time.Now().Add(s.cfg.sessionTimeout)
 	}
 	s.setStateLocked(StateSuspended, 0)
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	s.wake()
 }
 
 // loseLocked ends the current ZooKeeper session, if any, with cause.
@@ -439,7 +438,15 @@ func (s *Session) logf(level slog.Level, msg string, args ...any) {
 	}
 }
 
-// run authenticates new connections, gives up a session that has been
+// wake makes run look at the Session again.
+func (s *Session) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run authenticates new connections once they have a session, gives up a session that has been
 // suspended for longer than the session timeout (replacing its *zk.Conn, so
 // the client cannot quietly resume it later), starts a new *zk.Conn when
 // there is none, and looks the server names up again every second while
@@ -449,6 +456,7 @@ func (s *Session) run() {
 	for {
 		s.mu.Lock()
 		c, at, closed, live := s.cur, s.expireAt, s.closed, s.gen != nil
+		connected := c != nil && c.hasSession
 		s.mu.Unlock()
 		if closed { // replace, say, found it closed: nothing more to start
 			return
@@ -461,14 +469,14 @@ func (s *Session) run() {
 				continue
 			}
 			fire = time.After(time.Second) // the servers did not resolve: try again
-		case !c.authed:
+		case !c.authed && connected:
+			// AddAuth waits for a reply, bounded by the deaf check (see
+			// wire); before a session it would wait for go-zookeeper's
+			// round of servers, however long a stuck connect takes.
 			if s.authenticate(c) {
 				continue
 			}
 			fire = time.After(time.Second) // try again
-			if len(c.missing) > 0 {
-				then = func() { s.refresh(c) }
-			}
 		case !at.IsZero():
 			fire, then = time.After(time.Until(at)), func() { s.giveUp(c) }
 		case len(c.missing) > 0 && !live:
@@ -547,10 +555,7 @@ func (s *Session) retireLocked(c *client) {
 		defer s.bg.Done()
 		c.close()
 	}()
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	s.wake()
 }
 
 // replace starts a new *zk.Conn if the Session is open and its current one
