@@ -28,17 +28,21 @@ type fakeDNS struct {
 	n    atomic.Int64 // A queries for name answered
 }
 
-func (d *fakeDNS) resolver() *net.Resolver {
+func (d *fakeDNS) resolver() *net.Resolver { return dnsResolver(d.answer) }
+
+// dnsResolver is a resolver (Go's) whose name server is answer, over
+// in-process stream connections.
+func dnsResolver(answer func(q []byte) []byte) *net.Resolver {
 	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
 		client, server := net.Pipe()
-		go d.serve(server)
+		go serveDNS(server, answer)
 		return client, nil
 	}}
 }
 
-// serve answers the queries on one stream connection (2-byte length
+// serveDNS answers the queries on one stream connection (2-byte length
 // prefixed messages) until it is closed.
-func (d *fakeDNS) serve(c net.Conn) {
+func serveDNS(c net.Conn, answer func(q []byte) []byte) {
 	defer c.Close()
 	for {
 		var n [2]byte
@@ -49,7 +53,7 @@ func (d *fakeDNS) serve(c net.Conn) {
 		if _, err := io.ReadFull(c, q); err != nil {
 			return
 		}
-		resp := d.answer(q)
+		resp := answer(q)
 		if resp == nil {
 			return
 		}
@@ -60,9 +64,11 @@ func (d *fakeDNS) serve(c net.Conn) {
 	}
 }
 
-func (d *fakeDNS) answer(q []byte) []byte {
+// dnsQuestion returns the name (lower case) and type a query asks for,
+// and its question section; ok is false if q is malformed.
+func dnsQuestion(q []byte) (name string, qtype uint16, question []byte, ok bool) {
 	if len(q) < 12 {
-		return nil
+		return "", 0, nil, false
 	}
 	// The question: labels up to the root, then type and class.
 	i := 12
@@ -70,18 +76,23 @@ func (d *fakeDNS) answer(q []byte) []byte {
 	for i < len(q) && q[i] != 0 {
 		l := int(q[i])
 		if i+1+l > len(q) {
-			return nil
+			return "", 0, nil, false
 		}
 		labels = append(labels, string(q[i+1:i+1+l]))
 		i += 1 + l
 	}
 	i++ // the root
 	if i+4 > len(q) {
+		return "", 0, nil, false
+	}
+	return strings.ToLower(strings.Join(labels, ".")), binary.BigEndian.Uint16(q[i:]), q[12 : i+4], true
+}
+
+func (d *fakeDNS) answer(q []byte) []byte {
+	name, qtype, question, ok := dnsQuestion(q)
+	if !ok {
 		return nil
 	}
-	qtype := binary.BigEndian.Uint16(q[i:])
-	question := q[12 : i+4]
-	name := strings.ToLower(strings.Join(labels, "."))
 	known := name == d.name && d.on.Load()
 	h := make([]byte, 12)
 	copy(h, q[:2])                                     // ID

@@ -23,13 +23,7 @@ import (
 // with credentials). The subtest without credentials shows refresh doing
 // its job in the same setting.
 func TestReviewR17RefreshNeverRunsWhileAuthenticating(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts []Option
-	}{
-		{"NoAuth", nil},
-		{"DigestAuth", []Option{WithDigestAuth("alice", "secret")}},
-	} {
+	for _, tc := range withAndWithoutAuth {
 		t.Run(tc.name, func(t *testing.T) {
 			down := zktest.NewProxy(t, shared.Addr())
 			down.Close() // the server given by IP address is down
@@ -39,30 +33,50 @@ func TestReviewR17RefreshNeverRunsWhileAuthenticating(t *testing.T) {
 				t.Fatal(err)
 			}
 			dns := &fakeDNS{name: "zk2.r17.test"} // NXDOMAIN while Dial resolves
-			partial := newMsgSignal("zkconn: cannot resolve some servers")
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			type result struct {
-				s   *Session
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				s, err := Dial(ctx, []string{down.Addr(), "zk2.r17.test:" + port},
-					append(tc.opts, WithResolver(dns.resolver()), WithLogger(slog.New(partial)))...)
-				done <- result{s, err}
-			}()
-			select { // Dial has resolved, without zk2, and started its *zk.Conn to down alone
-			case <-partial.seen:
-			case r := <-done:
-				t.Fatalf("Dial returned %v before logging the name left out", r.err)
-			}
-			dns.on.Store(true) // zk2's record is back; byName is up
-			r := <-done
+			r := dialResolving(t, ctx, []string{down.Addr(), "zk2.r17.test:" + port}, dns.resolver(), tc.opts,
+				func() { dns.on.Store(true) }) // zk2's record is back; byName is up
 			if r.err != nil {
 				t.Fatalf("Dial = %v\nwant a session on %s: zk2.r17.test resolves to it (refresh looks the names up every second)", r.err, byName.Addr())
 			}
 			r.s.Close()
 		})
 	}
+}
+
+// A dialed is what Dial returned.
+type dialed struct {
+	s   *Session
+	err error
+}
+
+// dialResolving runs Dial(ctx, servers, opts…) with resolver r, calls
+// change once Dial has logged that some names did not resolve (it has
+// started its *zk.Conn without them), and returns what Dial returned.
+func dialResolving(t *testing.T, ctx context.Context, servers []string, r *net.Resolver, opts []Option, change func()) dialed {
+	t.Helper()
+	partial := newMsgSignal("zkconn: cannot resolve some servers")
+	done := make(chan dialed, 1)
+	go func() {
+		s, err := Dial(ctx, servers, append(opts, WithResolver(r), WithLogger(slog.New(partial)))...)
+		done <- dialed{s, err}
+	}()
+	select {
+	case <-partial.seen:
+	case d := <-done:
+		t.Fatalf("Dial returned %v before logging the names left out", d.err)
+	}
+	change()
+	return <-done
+}
+
+// withAndWithoutAuth are the Session options of the tests that run both
+// without credentials and WithDigestAuth.
+var withAndWithoutAuth = []struct {
+	name string
+	opts []Option
+}{
+	{"NoAuth", nil},
+	{"DigestAuth", []Option{WithDigestAuth("alice", "secret")}},
 }
