@@ -55,7 +55,7 @@ type client struct {
 	wire       *wire
 	connector  *connector
 	watches    watchSet // the Watches set through this conn
-	authed     bool     // WithDigestAuth credentials accepted (or none set)
+	authed     bool     // WithDigestAuth credentials accepted (or none set); under s.mu
 	hasSession bool     // the conn's last session event was HasSession
 	missing    []string // the servers whose names did not resolve when c was made (see refresh)
 	unresolved error    // why they did not
@@ -446,20 +446,37 @@ func (s *Session) wake() {
 	}
 }
 
-// run authenticates new connections once they have a session, gives up a session that has been
-// suspended for longer than the session timeout (replacing its *zk.Conn, so
-// the client cannot quietly resume it later), starts a new *zk.Conn when
-// there is none, and looks the server names up again every second while
-// the *zk.Conn was made without some of them and there is no session.
+// run authenticates new connections once they have a session (on a
+// goroutine of their own), gives up a session that has been suspended for
+// longer than the session timeout (replacing its *zk.Conn, so the client
+// cannot quietly resume it later), starts a new *zk.Conn when there is
+// none, and looks the server names up again every second while the
+// *zk.Conn was made without some of them and there is no session.
 func (s *Session) run() {
 	defer s.bg.Done()
+	var (
+		authing   bool                 // an authenticate is under way
+		authEnded = make(chan bool, 1) // its outcome
+		authAgain <-chan time.Time     // a second after a failure on the current *zk.Conn
+	)
 	for {
 		s.mu.Lock()
 		c, at, closed, live := s.cur, s.expireAt, s.closed, s.gen != nil
-		connected := c != nil && c.hasSession
+		needAuth := c != nil && c.hasSession && !c.authed
 		s.mu.Unlock()
 		if closed { // replace, say, found it closed: nothing more to start
 			return
+		}
+		if needAuth && !authing && authAgain == nil {
+			// AddAuth can wait in go-zookeeper's queue for a later
+			// connection, however long a stuck connect takes: the lookups
+			// below go on meanwhile.
+			authing = true
+			s.bg.Add(1)
+			go func() {
+				defer s.bg.Done()
+				authEnded <- s.authenticate(c)
+			}()
 		}
 		var fire <-chan time.Time
 		then := func() {}
@@ -469,14 +486,6 @@ func (s *Session) run() {
 				continue
 			}
 			fire = time.After(time.Second) // the servers did not resolve: try again
-		case !c.authed && connected:
-			// AddAuth waits for a reply, bounded by the deaf check (see
-			// wire); before a session it would wait for go-zookeeper's
-			// round of servers, however long a stuck connect takes.
-			if s.authenticate(c) {
-				continue
-			}
-			fire = time.After(time.Second) // try again
 		case !at.IsZero():
 			fire, then = time.After(time.Until(at)), func() { s.giveUp(c) }
 		case len(c.missing) > 0 && !live:
@@ -484,12 +493,26 @@ func (s *Session) run() {
 		}
 		select {
 		case <-s.kick:
+		case ok := <-authEnded:
+			authing = false
+			if !ok && s.current() == c {
+				authAgain = time.After(time.Second)
+			}
+		case <-authAgain:
+			authAgain = nil
 		case <-fire:
 			then()
 		case <-s.closing:
 			return
 		}
 	}
+}
+
+// current returns the *zk.Conn in use, or nil.
+func (s *Session) current() *client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
 }
 
 // refresh retires c, made while some server names did not resolve, if
