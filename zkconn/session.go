@@ -454,10 +454,15 @@ func (s *Session) wake() {
 // *zk.Conn was made without some of them and there is no session.
 func (s *Session) run() {
 	defer s.bg.Done()
+	type outcome struct {
+		c  *client
+		ok bool
+	}
 	var (
-		authing   bool                 // an authenticate is under way
-		authEnded = make(chan bool, 1) // its outcome
-		authAgain <-chan time.Time     // a second after a failure on the current *zk.Conn
+		authing   bool                    // an authenticate is under way
+		authEnded = make(chan outcome, 1) // its outcome
+		authAgain <-chan time.Time        // a second after a failure on failed
+		failed    *client
 	)
 	for {
 		s.mu.Lock()
@@ -467,6 +472,9 @@ func (s *Session) run() {
 		if closed { // replace, say, found it closed: nothing more to start
 			return
 		}
+		if failed != c { // the wait was for another *zk.Conn
+			authAgain, failed = nil, nil
+		}
 		if needAuth && !authing && authAgain == nil {
 			// AddAuth can wait in go-zookeeper's queue for a later
 			// connection, however long a stuck connect takes: the lookups
@@ -475,7 +483,7 @@ func (s *Session) run() {
 			s.bg.Add(1)
 			go func() {
 				defer s.bg.Done()
-				authEnded <- s.authenticate(c)
+				authEnded <- outcome{c, s.authenticate(c)}
 			}()
 		}
 		var fire <-chan time.Time
@@ -493,26 +501,19 @@ func (s *Session) run() {
 		}
 		select {
 		case <-s.kick:
-		case ok := <-authEnded:
+		case o := <-authEnded:
 			authing = false
-			if !ok && s.current() == c {
-				authAgain = time.After(time.Second)
+			if !o.ok {
+				authAgain, failed = time.After(time.Second), o.c
 			}
 		case <-authAgain:
-			authAgain = nil
+			authAgain, failed = nil, nil
 		case <-fire:
 			then()
 		case <-s.closing:
 			return
 		}
 	}
-}
-
-// current returns the *zk.Conn in use, or nil.
-func (s *Session) current() *client {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cur
 }
 
 // refresh retires c, made while some server names did not resolve, if
