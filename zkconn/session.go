@@ -463,6 +463,12 @@ func (s *Session) run() {
 		authEnded = make(chan outcome, 1) // its outcome
 		authAgain <-chan time.Time        // a second after a failure on failed
 		failed    *client
+		// The next lookup (replace while there is no *zk.Conn, else
+		// refresh) is due a second after the last, for the same *zk.Conn:
+		// turns of the loop in between (kicks, AddAuth outcomes) do not
+		// put it off.
+		lookup    <-chan time.Time
+		lookupFor *client
 	)
 	for {
 		s.mu.Lock()
@@ -474,6 +480,9 @@ func (s *Session) run() {
 		}
 		if failed != c { // the wait was for another *zk.Conn
 			authAgain, failed = nil, nil
+		}
+		if lookupFor != c {
+			lookup, lookupFor = nil, c
 		}
 		if needAuth && !authing && authAgain == nil {
 			// AddAuth can wait in go-zookeeper's queue for a later
@@ -490,14 +499,20 @@ func (s *Session) run() {
 		then := func() {}
 		switch {
 		case c == nil:
-			if s.replace(nil) {
-				continue
+			if lookup == nil {
+				if s.replace(nil) {
+					continue
+				}
+				lookup = time.After(time.Second) // the servers did not resolve: try again
 			}
-			fire = time.After(time.Second) // the servers did not resolve: try again
+			fire, then = lookup, func() { lookup = nil }
 		case !at.IsZero():
 			fire, then = time.After(time.Until(at)), func() { s.giveUp(c) }
 		case len(c.missing) > 0 && !live:
-			fire, then = time.After(time.Second), func() { s.refresh(c) }
+			if lookup == nil {
+				lookup = time.After(time.Second)
+			}
+			fire, then = lookup, func() { lookup = nil; s.refresh(c) }
 		}
 		select {
 		case <-s.kick:
