@@ -81,9 +81,9 @@ type r19Conn struct {
 }
 
 func (c *r19Conn) Write(b []byte) (int, error) {
-	isPing := len(b) >= 12 && int32(binary.BigEndian.Uint32(b[4:8])) == -2 && int32(binary.BigEndian.Uint32(b[8:12])) == 11
+	isAuth := len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == 100 // setAuth
 	c.d.mu.Lock()
-	hold := isPing && c.d.holdPing
+	hold := isAuth && c.d.holdPing
 	if hold {
 		c.d.holdPing = false
 		close(c.d.pingHeld)
@@ -112,11 +112,11 @@ func (c *r19Conn) Close() error {
 // avoid: a black-holed server keeps it for ten times two thirds of the
 // session timeout, and run neither refreshes nor does anything else.
 //
-// Interleaving (made deterministic here): run is busy looking names up
-// (refresh; a slow name server) when the *zk.Conn gets its session
-// (HasSession: hasSession = true, kick). go-zookeeper's sender then blocks
-// writing a ping (a full send buffer). run comes back, reads hasSession
-// true and calls AddAuth: queued. The connection drops; go-zookeeper
+// Interleaving (made deterministic here; since e769079 and the refresh
+// lookups on goroutines of their own, run itself is never the one that
+// waits): a refresh lookup waits in a slow name server when the *zk.Conn
+// gets its session (HasSession); go-zookeeper's sender then blocks writing
+// the credentials (a full send buffer), so AddAuth waits. The connection drops; go-zookeeper
 // reconnects to its other server, now a black hole (then both refuse). zk2's name resolves from
 // then on to a live server, but run, inside AddAuth, never looks it up:
 // Dial fails at its deadline (10 s here; go-zookeeper's connect read
@@ -165,9 +165,9 @@ func TestReviewR19AuthQueuedWhileDisconnected(t *testing.T) {
 	<-inLookup
 	d.mode.Store(r19Pass) // the server is reachable: a session, HasSession
 	select {
-	case <-d.pingHeld: // go-zookeeper's sender is stuck in a write
+	case <-d.pingHeld: // go-zookeeper's sender is stuck writing the credentials
 	case r := <-done:
-		t.Fatalf("Dial returned %v before the first ping", r.err)
+		t.Fatalf("Dial returned %v before the setAuth", r.err)
 	}
 	gate.Store(nil)
 	close(release) // run comes back and calls AddAuth

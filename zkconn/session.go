@@ -469,6 +469,10 @@ func (s *Session) run() {
 		// put it off.
 		lookup    <-chan time.Time
 		lookupFor *client
+		// refresh's lookups run on a goroutine of their own (a name
+		// server can take seconds), at most one at a time.
+		refreshing bool
+		refreshed  = make(chan lookedUp, 1)
 	)
 	for {
 		s.mu.Lock()
@@ -508,11 +512,18 @@ func (s *Session) run() {
 			fire, then = lookup, func() { lookup = nil }
 		case !at.IsZero():
 			fire, then = time.After(time.Until(at)), func() { s.giveUp(c) }
-		case len(c.missing) > 0 && !live:
+		case len(c.missing) > 0 && !live && !refreshing:
 			if lookup == nil {
 				lookup = time.After(time.Second)
 			}
-			fire, then = lookup, func() { lookup = nil; s.refresh(c) }
+			fire, then = lookup, func() {
+				lookup, refreshing = nil, true
+				s.bg.Add(1)
+				go func() {
+					defer s.bg.Done()
+					refreshed <- lookedUp{c, resolve(s.ctx, s.cfg.resolver, s.servers)}
+				}()
+			}
 		}
 		select {
 		case <-s.kick:
@@ -523,6 +534,9 @@ func (s *Session) run() {
 			}
 		case <-authAgain:
 			authAgain, failed = nil, nil
+		case l := <-refreshed:
+			refreshing = false
+			s.refresh(l.c, l.r)
 		case <-fire:
 			then()
 		case <-s.closing:
@@ -531,16 +545,21 @@ func (s *Session) run() {
 	}
 }
 
+// A lookedUp is what a lookup for refresh found, for c.
+type lookedUp struct {
+	c *client
+	r resolution
+}
+
 // refresh retires c, made while some server names did not resolve, if
-// there is still no session and one of those names resolves now: run then
-// starts a *zk.Conn with every server that resolves. A *zk.Conn never
-// looks names up again, and one that has no session is never given up, so
-// without this a Session whose resolved servers are down would wait for
-// good for servers it left out. A name that resolved for c and now leads
-// elsewhere (round-robin DNS) does not count: c keeps its connect under
-// way.
-func (s *Session) refresh(c *client) {
-	r := resolve(s.ctx, s.cfg.resolver, s.servers)
+// there is still no session and r (a lookup since) resolved one of those
+// names: run then starts a *zk.Conn with every server that resolves. A
+// *zk.Conn never looks names up again, and one that has no session is
+// never given up, so without this a Session whose resolved servers are
+// down would wait for good for servers it left out. A name that resolved
+// for c and now leads elsewhere (round-robin DNS) does not count: c keeps
+// its connect under way.
+func (s *Session) refresh(c *client, r resolution) {
 	if !slices.ContainsFunc(c.missing, func(srv string) bool { return !slices.Contains(r.missing, srv) }) {
 		return
 	}
