@@ -180,14 +180,16 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) resolution 
 			res.addrs = append(res.addrs, srv)
 			continue
 		}
-		ips, err := r.LookupHost(ctx, host)
+		// LookupIPAddr returns when ctx ends; LookupHost would wait for a
+		// query under way (Go's own resolver).
+		ips, err := r.LookupIPAddr(ctx, host)
 		if err != nil {
 			res.missing = append(res.missing, srv)
 			failed = append(failed, err)
 			continue
 		}
 		for _, ip := range ips {
-			addr := net.JoinHostPort(ip, port)
+			addr := net.JoinHostPort(ip.String(), port)
 			res.addrs = append(res.addrs, addr)
 			if _, ok := res.names[addr]; !ok {
 				res.names[addr] = host
