@@ -113,7 +113,9 @@ func WithDialer(d zk.Dialer) Option {
 // is looked up again every second while there is no session, and once it
 // resolves the Session starts a connection with it. The
 // default is net.DefaultResolver; nil makes Dial fail. Lookups are bounded
-// by Dial's ctx, and later ones by Close.
+// by Dial's ctx, and later ones by Close: a query already sent then goes on
+// in the net package, up to the resolver's timeout, without holding up
+// Dial or Close.
 func WithResolver(r *net.Resolver) Option {
 	return optionFunc(func(c *config) { c.resolver = r })
 }
