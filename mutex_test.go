@@ -132,6 +132,16 @@ func TestMutexBadInput(t *testing.T) {
 	}
 	expectPanic(t, "dsync: Lock", func() { dsync.NewMutex(nil, "/x").Lock() })
 	expectPanic(t, "dsync: unknown LossPolicy", func() { dsync.WithLossPolicy(7) })
+	for name, f := range map[string]func(){
+		"NewMutex":          func() { dsync.NewMutex(s, "/x", dsync.Revocable(), nil) },
+		"NewRWMutex":        func() { dsync.NewRWMutex(s, "/x", nil) },
+		"NewWeighted":       func() { dsync.NewWeighted(s, "/x", 2, nil) },
+		"NewSemaphoreMutex": func() { dsync.NewSemaphoreMutex(s, "/x", nil) },
+		"NewElection":       func() { dsync.NewElection(s, "/x", nil) },
+		"NewOnce":           func() { dsync.NewOnce(s, "/x", nil) },
+	} {
+		t.Run(name, func(t *testing.T) { expectPanic(t, "dsync: nil Option", f) })
+	}
 
 	closed := dial(t, []string{shared.Addr()})
 	closed.Close()

@@ -5,7 +5,8 @@ import (
 	"os"
 )
 
-// An Option configures a primitive (NewMutex, and the others).
+// An Option configures a primitive (NewMutex, and the others). A nil Option
+// makes the constructor panic.
 type Option interface {
 	apply(*options)
 }
@@ -24,6 +25,9 @@ type options struct {
 func newOptions(opts []Option) options {
 	o := options{data: defaultData(), policy: LostOnSuspension}
 	for _, opt := range opts {
+		if opt == nil {
+			panic("dsync: nil Option")
+		}
 		opt.apply(&o)
 	}
 	return o

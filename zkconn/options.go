@@ -10,7 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// An Option configures Dial.
+// An Option configures Dial; Dial reports a nil Option as an error.
 type Option interface {
 	apply(*config)
 }
@@ -40,6 +40,9 @@ func newConfig(opts []Option) (config, error) {
 		resolver:       net.DefaultResolver,
 	}
 	for _, o := range opts {
+		if o == nil {
+			return c, errors.New("zkconn: nil option")
+		}
 		o.apply(&c)
 	}
 	switch {

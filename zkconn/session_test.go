@@ -141,6 +141,7 @@ func TestDialBadOptions(t *testing.T) {
 		{"nil logger", []string{shared.Addr()}, []Option{WithLogger(nil)}},
 		{"empty ACL", []string{shared.Addr()}, []Option{WithACL()}},
 		{"nil dialer", []string{shared.Addr()}, []Option{WithDialer(nil)}},
+		{"nil option", []string{shared.Addr()}, []Option{WithSessionTimeout(time.Second), nil}},
 	} {
 		if s, err := Dial(ctx, tc.servers, tc.opts...); err == nil {
 			s.Close()

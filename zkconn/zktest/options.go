@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 // An Option configures the servers started by Start, StartServer and
 // StartEnsemble. Options apply in order; for the same setting the last wins.
+// A nil Option is an error (a failed test for Start and StartEnsemble).
 type Option interface {
 	apply(*config)
 }
@@ -124,6 +126,9 @@ func newConfig(opts []Option) (config, error) {
 		maxSessionTimeout: DefaultMaxSessionTimeout,
 	}
 	for _, o := range opts {
+		if o == nil {
+			return c, errors.New("zktest: nil option")
+		}
 		o.apply(&c)
 	}
 	return c, c.validate()

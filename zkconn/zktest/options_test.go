@@ -36,6 +36,7 @@ func TestConfigInvalid(t *testing.T) {
 		{"JVM flag with space", []Option{WithJVMFlags("-Xmx1g -Xms1g")}},
 		{"JVM flag with NUL", []Option{WithJVMFlags("-Xmx1g\x00")}},
 		{"system property as JVM flag", []Option{WithJVMFlags("-Dzookeeper.forceSync=yes")}},
+		{"nil option", []Option{WithTickTime(time.Second), nil}},
 	} {
 		if _, err := newConfig(tt.opts); err == nil {
 			t.Errorf("%s: newConfig() error = nil; want an error", tt.name)
