@@ -60,7 +60,7 @@
 // past 2^31. Curator compares them as strings, which does not: a path shared
 // with Curator must not see 2^31 creates under one parent. Bad input (a path ZooKeeper
 // would reject, a nil Session) is an error before anything is sent. Misuse
-// (Unlock of an unlocked Mutex) panics, as it does in sync.
+// (Unlock of an unlocked Mutex, a nil Option) panics, as it does in sync.
 //
 // # Read/write locks shared with Curator
 //

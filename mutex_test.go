@@ -136,6 +136,7 @@ func TestMutexBadInput(t *testing.T) {
 		"NewMutex":          func() { dsync.NewMutex(s, "/x", dsync.Revocable(), nil) },
 		"NewRWMutex":        func() { dsync.NewRWMutex(s, "/x", nil) },
 		"NewWeighted":       func() { dsync.NewWeighted(s, "/x", 2, nil) },
+		"NewWeightedCount":  func() { dsync.NewWeightedCount(s, "/x", dsync.NewCount(s, "/x-count", 2), nil) },
 		"NewSemaphoreMutex": func() { dsync.NewSemaphoreMutex(s, "/x", nil) },
 		"NewElection":       func() { dsync.NewElection(s, "/x", nil) },
 		"NewOnce":           func() { dsync.NewOnce(s, "/x", nil) },

@@ -129,24 +129,42 @@ func TestDialNothing(t *testing.T) {
 	}
 }
 
+// TestDialBadOptions: bad input fails Dial before it looks up a name or
+// dials a server.
 func TestDialBadOptions(t *testing.T) {
 	ctx := context.Background()
+	var lookups, dials atomic.Int64
+	r := dnsResolver(func([]byte) []byte { lookups.Add(1); return nil })
+	dialer := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		dials.Add(1)
+		return net.DialTimeout(network, address, timeout)
+	}
+	servers := []string{"zk.bad-options.test:2181", shared.Addr()}
 	for _, tc := range []struct {
 		name    string
 		servers []string
 		opts    []Option
+		want    string // the error, if it is to be checked
 	}{
-		{"no servers", nil, nil},
-		{"zero timeout", []string{shared.Addr()}, []Option{WithSessionTimeout(0)}},
-		{"nil logger", []string{shared.Addr()}, []Option{WithLogger(nil)}},
-		{"empty ACL", []string{shared.Addr()}, []Option{WithACL()}},
-		{"nil dialer", []string{shared.Addr()}, []Option{WithDialer(nil)}},
-		{"nil option", []string{shared.Addr()}, []Option{WithSessionTimeout(time.Second), nil}},
+		{"no servers", nil, nil, ""},
+		{"zero timeout", servers, []Option{WithSessionTimeout(0)}, ""},
+		{"nil logger", servers, []Option{WithLogger(nil)}, ""},
+		{"empty ACL", servers, []Option{WithACL()}, ""},
+		{"nil dialer", servers, []Option{WithDialer(nil)}, ""},
+		{"nil option", servers, []Option{WithSessionTimeout(time.Second), nil}, "zkconn: nil option"},
+		{"nil option first", servers, []Option{nil, WithLogger(nil)}, "zkconn: nil option"},
 	} {
-		if s, err := Dial(ctx, tc.servers, tc.opts...); err == nil {
+		s, err := Dial(ctx, tc.servers, append([]Option{WithResolver(r), WithDialer(dialer)}, tc.opts...)...)
+		switch {
+		case err == nil:
 			s.Close()
 			t.Errorf("Dial with %s succeeded; want an error", tc.name)
+		case tc.want != "" && err.Error() != tc.want:
+			t.Errorf("Dial with %s = %v; want %q", tc.name, err, tc.want)
 		}
+	}
+	if n, m := lookups.Load(), dials.Load(); n != 0 || m != 0 {
+		t.Errorf("bad options: %d name lookups and %d dials; want none", n, m)
 	}
 }
 
