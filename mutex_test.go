@@ -203,6 +203,7 @@ func TestMutexReentrancy(t *testing.T) {
 		t.Fatalf("re-entering an ended hold = %v; want context.Canceled", err)
 	}
 	expectPanic(t, "dsync: unlock of unlocked mutex", m.Unlock)
+	awaitChildren(t, obs, path, 0) // Unlock does not wait for its delete, and other is on another session
 	if !other.TryLock() {
 		t.Fatal("TryLock after full release failed")
 	}

@@ -86,6 +86,9 @@ func TestWeightedParticipantsSharedSession(t *testing.T) {
 	if err := <-berr; err != nil {
 		t.Fatal(err)
 	}
+	// Acquire does not wait for its internal lock's delete: while that node
+	// is listed, b's lease (its kin) shows as waiting.
+	awaitChildren(t, obs, path+"/locks", 0)
 	checkWaiting(t, viewer, false)
 	b.Release(1)
 	assertEmpty(t, path)
@@ -147,6 +150,11 @@ func TestWeightedParticipantsAllOrNothingWaits(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	// w got room once one of the holder's leases went, and does not wait
+	// for its internal lock's delete (its leases show as waiting while that
+	// node is listed); the holder's other delete may be in flight too.
+	awaitChildren(t, obs, path+"/leases", 2)
+	awaitChildren(t, obs, path+"/locks", 0)
 	checkWaiting(t, viewer, false, false)
 	w.Release(2)
 	assertEmpty(t, path)

@@ -65,11 +65,13 @@ func TestRWMutexReadersShareWriterExcludes(t *testing.T) {
 	if held.Err() == nil {
 		t.Fatal("write hold context live after Unlock")
 	}
+	obs := observer(t, shared.Addr())
+	awaitChildren(t, obs, path, 0) // Unlock does not wait for its delete, and a is on another session
 	if !a.TryRLock() {
 		t.Fatal("TryRLock of a free RWMutex = false")
 	}
 	a.RUnlock()
-	awaitChildren(t, observer(t, shared.Addr()), path, 0)
+	awaitChildren(t, obs, path, 0)
 }
 
 // TestRWMutexReaderWaitsBehindWriter: a reader that comes while a writer

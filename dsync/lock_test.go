@@ -154,6 +154,7 @@ func TestLockTryHeld(t *testing.T) {
 		t.Fatalf("children %v; want the holder only", kids)
 	}
 	unlock()
+	awaitChildren(t, observer(t), path, 0) // Unlock does not wait for its delete; dsync lock -try is another session
 	if code, _, stderr := dsyncRun(t, "lock", "-try", "-zk", shared.Addr(), path, "--", "touch", marker); code != 0 {
 		t.Fatalf("dsync lock -try on a free lock: exit %d; stderr:\n%s", code, stderr)
 	}

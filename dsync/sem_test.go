@@ -63,6 +63,7 @@ func TestSemTry(t *testing.T) {
 		t.Fatalf("dsync sem -try -n 1 with 1 of 3 leases free: exit %d; stderr:\n%s", code, stderr)
 	}
 	release()
+	awaitChildren(t, obs, path+"/leases", 0) // Lease.Release does not wait for its delete; dsync sem -try is another session
 	if code, _, stderr := dsyncRun(t, args("3")...); code != 0 {
 		t.Fatalf("dsync sem -try -n 3 with 3 of 3 leases free: exit %d; stderr:\n%s", code, stderr)
 	}
