@@ -79,10 +79,9 @@ func WithSessionTimeout(d time.Duration) Option {
 // Session calls l, so a slow l delays no suspension, no loss and no
 // reconnection; while l is behind, transitions wait for it and other lines
 // are dropped once 64 are queued (Debug lines once 32 are). Close, and a
-// Dial that fails, return
-// only once l has logged every transition and every line still queued,
-// so they wait for a blocked l; l must not call Close. The default is
-// slog.Default(); nil makes Dial fail.
+// Dial that fails, return only once l has logged every transition and every
+// line still queued, so they wait for a blocked l; l must not call Close.
+// The default is slog.Default(); nil makes Dial fail.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
 }
@@ -114,11 +113,11 @@ func WithDialer(d zk.Dialer) Option {
 // starts a connection. A name that does not resolve is left out of that
 // connection's servers (and logged at Warn), unless no server is left; it
 // is looked up again every second while there is no session, and once it
-// resolves the Session starts a connection with it. The
-// default is net.DefaultResolver; nil makes Dial fail. Lookups are bounded
-// by Dial's ctx, and later ones by Close: a query already sent then goes on
-// in the net package, up to the resolver's timeout, without holding up
-// Dial or Close.
+// resolves the Session starts a connection with it. The default is
+// net.DefaultResolver; nil makes Dial fail. Lookups are bounded by Dial's
+// ctx, and later ones by Close: a query already sent then goes on in the
+// net package, up to the resolver's timeout, without holding up Dial or
+// Close.
 func WithResolver(r *net.Resolver) Option {
 	return optionFunc(func(c *config) { c.resolver = r })
 }
