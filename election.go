@@ -147,7 +147,8 @@ func (e *Election) Key() string {
 
 // Token returns the fencing token of this participant's leadership (etcd's
 // Rev): the czxid of its node, which grows with every leadership term,
-// across participants and sessions; 0 if it does not lead.
+// across participants and sessions; 0 if it does not lead. A term that was
+// lost keeps its token until Resign, as Key keeps its path.
 func (e *Election) Token() int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -188,11 +189,12 @@ func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
 // Observe returns an iterator over the election's leaders: it yields the
 // leader as Observe starts (once there is one), then every new leader, and
 // the leader again if its node's data changes. Leaders that are Curator
-// processes count too. It runs in the caller's goroutine, starts none, and
-// keeps one ZooKeeper watch: on the leader's node, or on the path's children
-// while no one campaigns (and for a while two, when a participant arrives
-// just as that watch is set). A loop that ends leaves its watch behind,
-// until it fires (a change of leader).
+// processes count too. It runs in the caller's goroutine and starts no
+// goroutine of its own (the Session runs each request it sends). It keeps
+// one ZooKeeper watch: on the leader's node, or on the path's children while
+// no one campaigns (and for a while two, when a participant arrives just as
+// that watch is set). A loop that ends leaves its watch behind, until it
+// fires (a change of leader).
 //
 // Observe rides out trouble as Value.Watch does: it waits while the
 // connection is down, goes on with the next session if one is lost (yielding
