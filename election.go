@@ -114,6 +114,9 @@ func (e *Election) Campaign(ctx context.Context, id string) (context.Context, er
 // ZooKeeper to apply the delete: Resign returns nil once it has, so that
 // another participant may lead from then on, or ctx.Err() if ctx is done
 // first (a ctx done already makes Resign return at once, as Unlock does).
+// It also returns nil once the session is lost or the Session closed: the
+// node then goes with the session, which the server may end a little later
+// (at its expiry); no participant leads before it has gone.
 func (e *Election) Resign(ctx context.Context) error {
 	e.mu.Lock()
 	hd := e.hold
