@@ -166,6 +166,11 @@ func (e *Election) Token() int64 {
 // Its Data is the leader's id, and its Session the leader's ZooKeeper
 // session, live when it was read: ZooKeeper deletes an ephemeral node with
 // its session. With no participant it returns ErrNoLeader.
+//
+// Leader reads from the server the session is connected to, which may lag
+// behind the ensemble's leader (one round trip, no sync, unlike Value.Get):
+// a leader that has just resigned through another server may still be
+// returned. Only a Campaign that returns makes its caller the leader.
 func (e *Election) Leader(ctx context.Context) (Participant, error) {
 	if e.err != nil {
 		return Participant{}, e.err
@@ -181,7 +186,8 @@ func (e *Election) Leader(ctx context.Context) (Participant, error) {
 }
 
 // Participants returns the participants in line: the leader first, then the
-// others in the order they will lead. Each one's Data is its id.
+// others in the order they will lead. Each one's Data is its id. Like
+// Leader, it reads without a sync.
 func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
 	if e.err != nil {
 		return nil, e.err

@@ -198,7 +198,10 @@ func (o *Once) state(ctx context.Context) (done bool, cversion int32, err error)
 }
 
 // Done reports whether a run has succeeded at o's path: whether its record
-// exists.
+// exists. Like Record, it reads from the server the session is connected
+// to, which may lag behind the ensemble's leader: a run that has just
+// succeeded through another server may not show yet. Do decides under the
+// lock, so it never runs f again after a run has succeeded.
 func (o *Once) Done(ctx context.Context) (bool, error) {
 	_, done, err := o.Record(ctx)
 	return done, err
