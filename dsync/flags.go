@@ -472,6 +472,9 @@ func parse(name string, args []string) (*settings, error) {
 	if len(s.servers) == 0 {
 		return nil, usageError("-zk: no servers")
 	}
+	if err := zkconn.ValidateServers(s.servers); err != nil {
+		return nil, usageError("-zk: %v", err)
+	}
 	switch {
 	case s.sessionTimeout <= 0:
 		return nil, usageError("-session-timeout must be positive")

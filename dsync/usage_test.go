@@ -33,6 +33,8 @@ func TestBadUsageExits2(t *testing.T) {
 		{"lock relative PATH", []string{"lock", "x", "--", "true"}, "must start with /"},
 		{"lock trailing slash", []string{"lock", "/x/", "--", "true"}, "must not end with /"},
 		{"lock empty -zk", []string{"lock", "-zk", ",", "/x", "--", "true"}, "-zk: no servers"},
+		{"lock -zk with a chroot", []string{"lock", "-zk", "zk1:2181,zk2:2181/app", "/x", "--", "true"}, `-zk: zkconn: server "zk2:2181/app": a chroot (/app) is not supported`},
+		{"lock -zk port out of range", []string{"lock", "-zk", "zk1:99999", "/x", "--", "true"}, `-zk: zkconn: server "zk1:99999": the port must be a number from 1 to 65535`},
 		{"sem missing -max", []string{"sem", "/x", "--", "true"}, "-max N is required"},
 		{"sem zero -max", []string{"sem", "-max", "0", "/x", "--", "true"}, "-max N is required"},
 		{"sem negative -max", []string{"sem", "-max", "-2", "/x", "--", "true"}, "-max N is required"},

@@ -78,13 +78,14 @@ type generation struct {
 // never got, and longer while the logger is behind (see WithLogger). With
 // WithTLS it also fails, before ctx is done, when every server refused the
 // TLS handshake (ErrTLSHandshake); and at once when no server's name
-// resolves (see WithResolver).
+// resolves (see WithResolver), and before anything with servers that
+// ValidateServers refuses.
 func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if len(servers) == 0 {
-		return nil, errors.New("zkconn: no servers")
+	if err := ValidateServers(servers); err != nil {
+		return nil, err
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {

@@ -146,7 +146,13 @@ func TestDialBadOptions(t *testing.T) {
 		opts    []Option
 		want    string // the error, if it is to be checked
 	}{
-		{"no servers", nil, nil, ""},
+		{"no servers", nil, nil, "zkconn: no servers"},
+		{"chroot", []string{shared.Addr() + "/app"}, nil, `zkconn: server "` + shared.Addr() + `/app": a chroot (/app) is not supported: give paths under it in full`},
+		{"chroot on the last server", []string{shared.Addr(), shared.Addr() + "/app"}, nil, ""},
+		{"port out of range", []string{"127.0.0.1:99999"}, nil, `zkconn: server "127.0.0.1:99999": the port must be a number from 1 to 65535`},
+		{"port zero", []string{"127.0.0.1:0"}, nil, ""},
+		{"port not a number", []string{"zk1:zk"}, nil, ""},
+		{"no port", []string{"zk1"}, nil, ""},
 		{"zero timeout", servers, []Option{WithSessionTimeout(0)}, ""},
 		{"nil logger", servers, []Option{WithLogger(nil)}, ""},
 		{"empty ACL", servers, []Option{WithACL()}, ""},

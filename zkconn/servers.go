@@ -1,0 +1,36 @@
+package zkconn
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// ValidateServers reports why Dial refuses servers before it looks up or
+// dials any: none given, or one that is not "host:port" with a port number
+// from 1 to 65535. A ZooKeeper connect string's chroot suffix
+// ("host:port/app") is refused too, with an error that says so: a Session
+// works in the whole namespace, so paths under a chroot are given in full
+// ("/app/locks/x"). Taking "port/app" as a port would lock outside the
+// chroot where a Curator peer given the same connect string locks.
+func ValidateServers(servers []string) error {
+	if len(servers) == 0 {
+		return errors.New("zkconn: no servers")
+	}
+	for _, srv := range servers {
+		_, port, err := net.SplitHostPort(srv)
+		if err == nil {
+			if i := strings.IndexByte(port, '/'); i >= 0 {
+				err = fmt.Errorf("a chroot (%s) is not supported: give paths under it in full", port[i:])
+			} else if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+				err = errors.New("the port must be a number from 1 to 65535")
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("zkconn: server %q: %w", srv, err)
+		}
+	}
+	return nil
+}
