@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -41,13 +42,15 @@ type child struct {
 
 // newChild prepares argv to run with dsync's stdio (stdout and stderr as
 // given, stdin os.Stdin) and environment plus g's, in a process group of
-// its own.
+// its own. A DSYNC_TOKEN dsync inherited (from an outer dsync) is not
+// passed on: it fences another lock than g's.
 func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
 	cmd.Stdin = os.Stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.Env = append(os.Environ(), g.env...)
+	inherited := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DSYNC_TOKEN=") })
+	cmd.Env = append(inherited, g.env...)
 	// When stdout or stderr is not a file, Wait copies CMD's output through
 	// a pipe that CMD's own children may keep open; do not wait for them
 	// once CMD has exited.

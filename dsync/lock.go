@@ -46,7 +46,8 @@ func releasing(release func()) func(status int, lost bool) int {
 }
 
 // cmdEnv returns what CMD's environment gains: DSYNC_PATH, and DSYNC_TOKEN
-// if token is not 0.
+// if token is not 0 (else CMD gets no DSYNC_TOKEN, even when dsync has one:
+// see newChild).
 func cmdEnv(path string, token int64) []string {
 	env := []string{"DSYNC_PATH=" + path}
 	if token != 0 {
@@ -168,9 +169,10 @@ func take(ctx context.Context, name string, s *settings, notice time.Duration, s
 	}
 	if s.try {
 		// -try waits for nobody, but its requests take a moment: bound
-		// them as TryLock does (-dial-timeout bounded the dial).
+		// them as TryLock does, by the session timeout the server granted
+		// (-dial-timeout bounded the dial).
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, s.sessionTimeout, errTimedOut)
+		ctx, stop = context.WithTimeoutCause(ctx, timeout, errTimedOut)
 		defer stop()
 	}
 	stopNotice := noticeWaiting(ctx, sess, name, s, notice, stderr)
