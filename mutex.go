@@ -2,6 +2,7 @@ package dsync
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/dsync-go/dsync/zkconn"
@@ -28,10 +29,20 @@ type Mutex struct {
 	revocable bool  // see Revocable
 	err       error // bad input found by NewMutex
 	gate      gate  // one goroutine of this process at a time
+	// admit, if set, runs once a lock call holds the lock in ZooKeeper,
+	// before the hold is handed out: the write side of an RWMutex waits
+	// there for this process's read holds (see RWMutex.awaitNoReads). On
+	// error the hold is given back, and lock takes the lock again after
+	// errRetake, else returns the error.
+	admit func(ctx context.Context, hd *hold, wait bool) error
 
-	mu   sync.Mutex
-	hold *hold
+	mu     sync.Mutex
+	hold   *hold
+	taking bool // admit runs: a hold is about to be handed out
 }
+
+// errRetake is admit's error for a hold lost before it was handed out.
+var errRetake = errors.New("dsync: hold lost before it was handed out")
 
 var _ sync.Locker = (*Mutex)(nil)
 
@@ -131,15 +142,38 @@ func (m *Mutex) lock(ctx context.Context, wait, track bool) (context.Context, er
 	var undoing []<-chan struct{} // deletes of nodes given up on the way
 	// A revocable hold watches its node, after Lock and TryLock too.
 	cfg := holdConfig{policy: m.policy, track: track || m.revocable, revocable: m.revocable}
-	hd, err := m.q.take(ctx, m, wait, cfg, &undoing)
-	if err != nil {
+	for {
+		hd, err := m.q.take(ctx, m, wait, cfg, &undoing)
+		if err == nil {
+			if err = m.handOut(ctx, hd, wait); err == nil {
+				return hd.ctx, nil
+			}
+			undoing = append(undoing, hd.abandon())
+			if errors.Is(err, errRetake) {
+				continue
+			}
+		}
 		m.gate.leave(settled(undoing))
 		return nil, err
 	}
+}
+
+// handOut makes hd m's hold, once admit lets it.
+func (m *Mutex) handOut(ctx context.Context, hd *hold, wait bool) error {
+	var err error
+	if m.admit != nil {
+		m.mu.Lock()
+		m.taking = true
+		m.mu.Unlock()
+		err = m.admit(ctx, hd, wait)
+	}
 	m.mu.Lock()
-	m.hold = hd
-	m.mu.Unlock()
-	return hd.ctx, nil
+	defer m.mu.Unlock()
+	m.taking = false
+	if err == nil {
+		m.hold = hd
+	}
+	return err
 }
 
 // Unlock releases one level of m's hold; the last level deletes the node,

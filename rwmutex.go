@@ -39,7 +39,10 @@ var ErrUpgrade = errors.New("dsync: read lock cannot be upgraded to write lock")
 // writer that queued meanwhile gets in before that read hold ends. A read
 // hold never turns into a write hold: LockContext with its context returns
 // ErrUpgrade. Lock called by a goroutine that holds the read lock deadlocks,
-// as with sync.RWMutex.
+// as with sync.RWMutex. That holds after a loss too: a writer of this
+// process waits for every read hold of this process to end (RUnlock), one
+// lost unawares after RLock included, and a reader for a write hold's
+// Unlock, as goroutines sharing a Mutex do.
 //
 // Holds are lost as Mutex holds are (see LossPolicy): it is NOT safe to assume
 // a lock is held until it is released; watch the hold contexts.
@@ -51,8 +54,9 @@ type RWMutex struct {
 	r queue  // the readers' nodes
 
 	mu      sync.Mutex
-	reads   []*hold // read holds, newest last
-	members []*hold // read holds of MultiLocks (RLocker), which only they end
+	reads   []*hold       // read holds, newest last
+	members []*hold       // read holds of MultiLocks (RLocker), which only they end
+	noReads chan struct{} // nil while reads and members are empty, else closed when they are
 }
 
 // NewRWMutex returns an RWMutex on the lock path path. Nothing is sent to
@@ -63,7 +67,72 @@ func NewRWMutex(sess *zkconn.Session, path string, opts ...Option) *RWMutex {
 	w.q.marker, w.q.rw = writeMarker, true
 	r := w.q
 	r.marker = readMarker
-	return &RWMutex{w: w, r: r}
+	rw := &RWMutex{w: w, r: r}
+	w.admit = rw.awaitNoReads
+	return rw
+}
+
+// Invariant: within a process, a write hold and a read hold of one RWMutex
+// that their goroutines hold (not yet Unlock or RUnlock) never overlap, lost
+// or not, as with sync.RWMutex. Their nodes exclude each other in ZooKeeper
+// while both exist; after one is lost (its node gone, maybe untold, as after
+// RLock), the process itself keeps them apart:
+//   - a reader passes the gate, which a writer of this process holds until
+//     Unlock;
+//   - a writer that holds in ZooKeeper waits for this process's read holds to
+//     end before its hold is handed out (awaitNoReads), and takes the lock
+//     again if that hold is lost meanwhile;
+//   - a reader whose claim comes while a writer of this process holds or is
+//     about to (its node was behind a lost write node, or was lost itself
+//     once the writer's came after it) gives it back and queues again
+//     (keep).
+// The writer sets rw.w.taking before awaitNoReads reads the read holds,
+// and keep reads rw.w.taking and rw.w.hold in the critical section that
+// adds its read hold: whichever of the two comes second sees the other.
+
+// awaitNoReads waits until this process has no read hold of rw left (an
+// RLocker's included), for the write hold hd that holds rw in ZooKeeper
+// and is not handed out yet. Without wait it fails with ErrWouldBlock
+// instead of waiting. If hd is lost while it waits (its session lost, its
+// node gone, or a tracked hold's context canceled) it returns errRetake;
+// if ctx is done first, ctx.Err().
+func (rw *RWMutex) awaitNoReads(ctx context.Context, hd *hold, wait bool) error {
+	waited := false
+	for {
+		rw.mu.Lock()
+		left := rw.noReads
+		rw.mu.Unlock()
+		switch {
+		case left == nil && !waited:
+			return nil
+		case left == nil:
+			// Lost meanwhile? An untracked hold watches nothing: read its
+			// node; a tracked one says so, the read included (a
+			// suspension under it, say).
+			if _, _, err := readNode(ctx, hd.h, hd.node); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return errRetake
+			}
+			if hd.ctx.Err() != nil {
+				return errRetake
+			}
+			return nil
+		case !wait:
+			return ErrWouldBlock
+		}
+		waited = true
+		select {
+		case <-left:
+		case <-hd.ctx.Done():
+			return errRetake
+		case <-hd.h.Lost():
+			return errRetake
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Lock locks rw for writing, blocking until no one else holds it; see
@@ -195,22 +264,57 @@ func (rw *RWMutex) rlock(ctx context.Context, wait, track, member bool) (context
 	}
 	var undoing []<-chan struct{} // readers hold no gate: deletes go on alone
 	cfg := holdConfig{policy: rw.w.policy, track: track || rw.w.revocable, revocable: rw.w.revocable}
-	hd, err := rw.r.take(ctx, rw, wait, cfg, &undoing)
-	if err != nil {
-		return nil, err
+	for {
+		hd, err := rw.r.take(ctx, rw, wait, cfg, &undoing)
+		if err != nil {
+			return nil, err
+		}
+		if rw.keep(hd, member, true) {
+			return hd.ctx, nil
+		}
+		hd.abandon() // its node is gone (see RWMutex's invariant)
+		if !wait {
+			return nil, ErrWouldBlock
+		}
+		if err := rw.w.gate.pass(ctx, wait); err != nil { // until that writer's Unlock
+			return nil, err
+		}
 	}
-	rw.keep(hd, member)
-	return hd.ctx, nil
 }
 
-func (rw *RWMutex) keep(hd *hold, member bool) {
+// keep adds hd to rw's read holds and reports true; with exclusive set, only
+// if no writer of this process holds rw or is about to (see RWMutex's
+// invariant).
+func (rw *RWMutex) keep(hd *hold, member, exclusive bool) bool {
 	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if exclusive {
+		rw.w.mu.Lock()
+		writer := rw.w.hold != nil || rw.w.taking
+		rw.w.mu.Unlock()
+		if writer {
+			return false
+		}
+	}
 	if member {
 		rw.members = append(rw.members, hd)
 	} else {
 		rw.reads = append(rw.reads, hd)
 	}
-	rw.mu.Unlock()
+	if rw.noReads == nil {
+		rw.noReads = make(chan struct{})
+	}
+	return true
+}
+
+// drop removes the read hold (*holds)[i], and tells a writer waiting for
+// rw's read holds when none is left; rw.mu is held.
+func (rw *RWMutex) drop(holds *[]*hold, i int) {
+	*holds = slices.Delete(*holds, i, i+1)
+	if len(rw.reads) == 0 && len(rw.members) == 0 {
+		close(rw.noReads)
+		rw.noReads = nil
+	}
 }
 
 // downgrade starts a read hold for wh, the current write hold: a plain
@@ -263,7 +367,7 @@ func (rw *RWMutex) downgrade(ctx context.Context, wh *hold) (context.Context, er
 		}
 		return nil, context.Cause(hd.ctx)
 	}
-	rw.keep(hd, false)
+	rw.keep(hd, false, false) // the write hold it comes from is rw's
 	return hd.ctx, nil
 }
 
@@ -293,7 +397,7 @@ func (rw *RWMutex) runlock(held context.Context) {
 		rw.mu.Unlock()
 		return
 	}
-	*holds = slices.Delete(*holds, i, i+1)
+	rw.drop(holds, i)
 	hd.cancel(context.Canceled)
 	rw.mu.Unlock()
 	hd.end()
@@ -370,7 +474,8 @@ func (rw *RWMutex) newestRead() *hold {
 // Participants returns the readers' and writers' nodes at rw's path in queue
 // order, Curator's included, each marked Reader or not; those that wait are
 // marked Waiting: a writer not first, a reader behind a writer (other than
-// the one it is the downgrade of, whose sequence number it carries).
+// the one it is a downgrade of, whose sequence number it carries: a write
+// hold downgraded twice has two such readers).
 func (rw *RWMutex) Participants(ctx context.Context) ([]Participant, error) {
 	if rw.w.err != nil {
 		return nil, rw.w.err
@@ -379,13 +484,15 @@ func (rw *RWMutex) Participants(ctx context.Context) ([]Participant, error) {
 	if err != nil {
 		return nil, err
 	}
-	writers := 0
+	writers, first := 0, 0 // first: the first writer's index
 	for i := range ps {
 		switch {
 		case !ps[i].Reader:
 			ps[i].Waiting = i > 0
-			writers++
-		case writers > 1, writers == 1 && !(i > 0 && !ps[i-1].Reader && ps[i-1].Sequence == ps[i].Sequence):
+			if writers++; writers == 1 {
+				first = i
+			}
+		case writers > 1, writers == 1 && ps[first].Sequence != ps[i].Sequence:
 			ps[i].Waiting = true
 		}
 	}
