@@ -259,12 +259,13 @@ func (rw *RWMutex) rlock(ctx context.Context, wait, track, member bool) (context
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := rw.w.gate.pass(ctx, wait); err != nil {
-		return nil, err
-	}
 	var undoing []<-chan struct{} // readers hold no gate: deletes go on alone
 	cfg := holdConfig{policy: rw.w.policy, track: track || rw.w.revocable, revocable: rw.w.revocable}
 	for {
+		// After a give-back, the gate waits for the writer's Unlock.
+		if err := rw.w.gate.pass(ctx, wait); err != nil {
+			return nil, err
+		}
 		hd, err := rw.r.take(ctx, rw, wait, cfg, &undoing)
 		if err != nil {
 			return nil, err
@@ -275,9 +276,6 @@ func (rw *RWMutex) rlock(ctx context.Context, wait, track, member bool) (context
 		hd.abandon() // its node is gone (see RWMutex's invariant)
 		if !wait {
 			return nil, ErrWouldBlock
-		}
-		if err := rw.w.gate.pass(ctx, wait); err != nil { // until that writer's Unlock
-			return nil, err
 		}
 	}
 }

@@ -20,17 +20,23 @@ func ValidateServers(servers []string) error {
 		return errors.New("zkconn: no servers")
 	}
 	for _, srv := range servers {
-		_, port, err := net.SplitHostPort(srv)
-		if err == nil {
-			if i := strings.IndexByte(port, '/'); i >= 0 {
-				err = fmt.Errorf("a chroot (%s) is not supported: give paths under it in full", port[i:])
-			} else if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
-				err = errors.New("the port must be a number from 1 to 65535")
-			}
-		}
-		if err != nil {
+		if err := validateServer(srv); err != nil {
 			return fmt.Errorf("zkconn: server %q: %w", srv, err)
 		}
+	}
+	return nil
+}
+
+func validateServer(srv string) error {
+	_, port, err := net.SplitHostPort(srv)
+	if err != nil {
+		return err
+	}
+	if i := strings.IndexByte(port, '/'); i >= 0 {
+		return fmt.Errorf("a chroot (%s) is not supported: give paths under it in full", port[i:])
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return errors.New("the port must be a number from 1 to 65535")
 	}
 	return nil
 }

@@ -160,23 +160,20 @@ type resolution struct {
 	addrs   []string          // the "ip:port" addresses to connect to
 	names   map[string]string // the host name each address of a name came from, for TLS to verify
 	missing []string          // the servers whose names did not resolve
-	err     error             // why they did not; or, with no addrs, why servers are malformed
+	err     error             // why they did not
 }
 
-// resolve looks up the host names in servers ("host:port") within ctx, for
-// the addresses to connect to and the host name each address of a name
-// came from (the first, if several lead to one address). A name that does
-// not resolve is left out; addrs is empty only if err is not nil (a server
-// that is not "host:port" fails it at once). It runs without s.mu: a slow
-// name server must not hold up Close or the event callback.
+// resolve looks up the host names in servers (which ValidateServers
+// accepts) within ctx, for the addresses to connect to and the host name
+// each address of a name came from (the first, if several lead to one
+// address). A name that does not resolve is left out; addrs is empty only
+// if err is not nil. It runs without s.mu: a slow name server must not
+// hold up Close or the event callback.
 func resolve(ctx context.Context, r *net.Resolver, servers []string) resolution {
 	res := resolution{names: map[string]string{}}
 	var failed []error
 	for _, srv := range servers {
-		host, port, err := net.SplitHostPort(srv)
-		if err != nil {
-			return resolution{err: err}
-		}
+		host, port, _ := net.SplitHostPort(srv) // ValidateServers passed it
 		if net.ParseIP(host) != nil {
 			res.addrs = append(res.addrs, srv)
 			continue
