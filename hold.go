@@ -297,9 +297,17 @@ func Token(held context.Context) int64 {
 // rule). The returned channels close when the delete has gone out, and when
 // it is settled.
 func (hd *hold) end() (sent, settled <-chan struct{}) {
+	sent, settled = hd.release()
+	hd.h.AwaitSent(sent)
+	return sent, settled
+}
+
+// release is end without the wait: the caller waits for sent, with
+// zkconn.Handle.AwaitSent, once it has released every hold it releases.
+func (hd *hold) release() (sent, settled <-chan struct{}) {
 	hd.stop()
 	unwatch(hd.watches, "")
-	return hd.h.Release(hd.node, hd.fire...)
+	return hd.h.Delete(hd.node, hd.fire...)
 }
 
 // abandon is end for a hold never handed out: nothing has to come after its

@@ -112,14 +112,14 @@ func (m *Mutex) LockContext(ctx context.Context) (context.Context, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if hd, ok := ctx.Value(holdKey{m}).(*hold); ok {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.hold != hd || hd.ctx.Err() != nil {
-			return nil, context.Cause(hd.ctx)
+			return nil, context.Cause(hd.ctx) // before ctx.Err: ctx may be hd.ctx
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		hd.count++
 		return hd.ctx, nil

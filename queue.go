@@ -331,7 +331,7 @@ func withPath(path string, err error) error {
 // It returns the entry made so far with any error, for the caller to remove.
 func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (entry, error) {
 	e := entry{h: h}
-	var deleting map[string]<-chan struct{}
+	var deleting zkconn.Deletes
 	if !wait {
 		deleting = h.Deleting(q.path) // before the listing, which may still show them
 	}
@@ -373,14 +373,14 @@ func (q *queue) join(ctx context.Context, h zkconn.Handle, wait, track bool) (en
 // wait, would fail on them. waited reports whether there were any. A node
 // still listed once its delete has settled (refused, say) is not waited for
 // again: only deletes under way now count after the first round.
-func (q *queue) past(ctx context.Context, e *entry, ahead []queued, deleting map[string]<-chan struct{}) (_ []queued, waited bool, _ error) {
+func (q *queue) past(ctx context.Context, e *entry, ahead []queued, deleting zkconn.Deletes) (_ []queued, waited bool, _ error) {
 	for {
 		b := q.blocking(ahead)
 		now := e.h.Deleting(q.path)
 		var own []<-chan struct{}
 		for _, n := range b {
 			p := q.path + "/" + n.name
-			if ch := cmp.Or(now[p], deleting[p]); ch != nil {
+			if ch := cmp.Or(now.Of(p), deleting.Of(p)); ch != nil {
 				own = append(own, ch)
 			}
 		}

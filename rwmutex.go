@@ -224,14 +224,14 @@ func (rw *RWMutex) RLockContext(ctx context.Context) (context.Context, error) {
 	if rw.w.err != nil {
 		return nil, rw.w.err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if hd, ok := ctx.Value(holdKey{rw}).(*hold); ok {
 		rw.mu.Lock()
 		defer rw.mu.Unlock()
 		if hd.ctx.Err() != nil || !slices.Contains(rw.reads, hd) {
-			return nil, context.Cause(hd.ctx)
+			return nil, context.Cause(hd.ctx) // before ctx.Err: ctx may be hd.ctx
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		hd.count++
 		return hd.ctx, nil
@@ -328,6 +328,9 @@ func (rw *RWMutex) downgrade(ctx context.Context, wh *hold) (context.Context, er
 	rw.w.mu.Unlock()
 	if !current || wh.ctx.Err() != nil {
 		return nil, context.Cause(wh.ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	seq := wh.node[strings.LastIndex(wh.node, writeMarker)+len(writeMarker):]
 	node := rw.r.path + "/" + zkconn.ProtectedName(readMarker+seq)

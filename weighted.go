@@ -175,9 +175,19 @@ func (w *Weighted) Release(n int64) {
 	ls := w.held[len(w.held)-int(n):]
 	w.held = w.held[:len(w.held)-int(n)]
 	w.mu.Unlock()
-	for _, l := range ls {
-		l.Release()
+	if n == 0 {
+		return
 	}
+	// Every delete goes out before Release waits for any: it waits once,
+	// not once per lease. The newest lease's session is the one any later
+	// acquisition uses; older ones' are lost, and their deletes settled.
+	sent := make([]<-chan struct{}, 0, n)
+	for _, l := range ls {
+		l.released()
+		s, _ := l.hd.release()
+		sent = append(sent, s)
+	}
+	ls[len(ls)-1].hd.h.AwaitSent(sent...)
 }
 
 // AcquireLeases acquires n leases like Acquire, and returns them to be
@@ -337,7 +347,7 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 	// watch, which sees every release after it, before it waits. (If that
 	// listing finds room after all, its watch stays until the leases next
 	// change, at the latest our own release: a watch cannot be taken back.)
-	var deleting map[string]<-chan struct{}
+	var deleting zkconn.Deletes
 	if !wait {
 		deleting = h.Deleting(w.leases.path) // before the listing, which may still show them
 	}
@@ -431,6 +441,14 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 		case <-watch:
 		case <-maxWatch:
 			w.seen.forget(maxWatch) // read the count again
+			select {
+			case <-watch:
+			default:
+				// The leases have not changed: their listing and
+				// its watch stand (a watch set again would pile up
+				// with it until they change).
+				continue
+			}
 		case <-ctx.Done():
 			return nodes, ctx.Err()
 		case <-h.Lost():
@@ -545,11 +563,11 @@ func list(ctx context.Context, h zkconn.Handle, path string, watch bool) ([]stri
 // ownDeletes returns, for each of parent's children being deleted by this
 // session according to one of deleting (zkconn.Handle.Deleting), the
 // channel that closes when its delete is settled.
-func ownDeletes(parent string, children []string, deleting ...map[string]<-chan struct{}) []<-chan struct{} {
+func ownDeletes(parent string, children []string, deleting ...zkconn.Deletes) []<-chan struct{} {
 	var own []<-chan struct{}
 	for _, c := range children {
 		for _, d := range deleting {
-			if ch := d[parent+"/"+c]; ch != nil {
+			if ch := d.Of(parent + "/" + c); ch != nil {
 				own = append(own, ch)
 				break
 			}
@@ -595,10 +613,15 @@ func (l *Lease) Token() int64 { return l.hd.fencingToken(l.timeout) }
 // Release gives the lease back (deleting its node, or, after a loss,
 // deleting it if it still exists). Releasing a Lease twice panics.
 func (l *Lease) Release() {
+	l.released()
+	l.hd.end()
+}
+
+// released marks l released, and panics if it was already.
+func (l *Lease) released() {
 	first := false
 	l.once.Do(func() { first = true })
 	if !first {
 		panic("dsync: released more than held")
 	}
-	l.hd.end()
 }

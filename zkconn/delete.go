@@ -54,37 +54,98 @@ func (h Handle) DeleteAfter(wait func(), path string, fire ...string) (sent, set
 // sent and settled are Delete's: a caller that must come after the delete
 // for sure (the next acquisition of the same lock) waits for sent.
 func (h Handle) Release(path string, fire ...string) (sent, settled <-chan struct{}) {
-	link := h.Refresh().link.done()
 	sent, settled = h.Delete(path, fire...)
-	t := time.NewTimer(releaseWait)
-	defer t.Stop()
-	select {
-	case <-sent:
-	case <-link:
-	case <-h.gen.lost.done():
-	case <-t.C:
-	}
+	h.AwaitSent(sent)
 	return sent, settled
 }
 
+// AwaitSent is Release's wait, for many deletes at once: it returns once
+// every one of sent (Delete's channels) has closed, or sooner if h's
+// connection is down, h's session lost, or releaseWait has passed, in all.
+// A caller releasing many nodes deletes them all, then waits once.
+func (h Handle) AwaitSent(sent ...<-chan struct{}) {
+	link := h.Refresh().link.done()
+	t := time.NewTimer(releaseWait)
+	defer t.Stop()
+	for _, ch := range sent {
+		select {
+		case <-ch:
+		case <-link:
+			return
+		case <-h.gen.lost.done():
+			return
+		case <-t.C:
+			return
+		}
+	}
+}
+
 // Deleting returns the deletes of children of parent that h's session has
-// under way (Delete, Release): for each path, a channel that closes when
-// its delete is settled. Such a node is still there only because its delete
-// has not landed yet.
-func (h Handle) Deleting(parent string) map[string]<-chan struct{} {
+// under way (see Deletes). Such a node is still there only because its
+// delete has not landed yet.
+func (h Handle) Deleting(parent string) Deletes {
 	w := h.gen.c.wire
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out map[string]<-chan struct{}
+	var out Deletes
 	for p, ch := range w.pending {
 		if parentOf(p) == parent {
 			if out == nil {
-				out = make(map[string]<-chan struct{})
+				out = make(Deletes)
 			}
 			out[p] = ch
 		}
 	}
 	return out
+}
+
+// Deletes are the deletes a session has under way: of nodes (Delete,
+// Release), and of the nodes that protected creates given up may have made
+// (CreateProtected and its kin, when ctx ends with the create's outcome not
+// known): each channel closes when its delete is settled.
+type Deletes map[string]<-chan struct{}
+
+// Of returns the channel of the delete under way of the node at path, or nil
+// if there is none.
+func (d Deletes) Of(path string) <-chan struct{} {
+	if ch := d[path]; ch != nil {
+		return ch
+	}
+	i := strings.LastIndexByte(path, '/') + 1
+	if _, _, ok := ParseProtected(path[i:]); ok {
+		return d[path[:i+len(ProtectedPrefix)+uuidLen+1]] // a create given up
+	}
+	return nil
+}
+
+// deleting records ch under key (a node's path, or parent/prefix for the
+// nodes named with a protected prefix) as a delete under way (see Deletes),
+// and returns a func that forgets it again, unless something else was
+// recorded under key since.
+func (w *wire) deleting(key string, ch <-chan struct{}) (forget func()) {
+	w.mu.Lock()
+	w.recordLocked(key, ch)
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		w.forgetLocked(key, ch)
+		w.mu.Unlock()
+	}
+}
+
+// recordLocked and forgetLocked are deleting's two halves; the caller holds
+// w.mu.
+func (w *wire) recordLocked(key string, ch <-chan struct{}) {
+	if w.pending == nil {
+		w.pending = make(map[string]<-chan struct{})
+	}
+	w.pending[key] = ch
+}
+
+func (w *wire) forgetLocked(key string, ch <-chan struct{}) {
+	if w.pending[key] == ch {
+		delete(w.pending, key)
+	}
 }
 
 // releaseWait bounds Release's wait for its request to be written: a write
@@ -98,19 +159,10 @@ func (h Handle) send(path string, fire []string, wait func()) (sent, settled <-c
 	w := h.gen.c.wire
 	sent, written := w.awaitDelete(path)
 	ch := make(chan struct{})
-	w.mu.Lock()
-	if w.pending == nil {
-		w.pending = make(map[string]<-chan struct{})
-	}
-	w.pending[path] = ch
-	w.mu.Unlock()
+	forget := w.deleting(path, ch)
 	done := func() {
 		written()
-		w.mu.Lock()
-		if w.pending[path] == (<-chan struct{})(ch) {
-			delete(w.pending, path)
-		}
-		w.mu.Unlock()
+		forget()
 		close(ch)
 	}
 	settled = h.guarantee("delete "+path, done, func(c *zk.Conn) error {
@@ -155,11 +207,53 @@ func (h Handle) signals(paths []string) []any {
 	return ops
 }
 
+// A giveUp is the cleanup of a protected create given up while in flight
+// (its caller's ctx ended): the create's request goes on, and whatever it
+// made is deleted once it returns. From the give-up until that is settled,
+// Deleting counts the nodes named with the create's prefix as being
+// deleted. done closes under wire.mu, so a give-up recorded after the
+// cleanup settled records nothing.
+type giveUp struct {
+	w              *wire
+	parent, prefix string
+	done           chan struct{}
+}
+
+func (h Handle) newGiveUp(parent, prefix string) giveUp {
+	return giveUp{w: h.gen.c.wire, parent: parent, prefix: prefix, done: make(chan struct{})}
+}
+
+// record records g as a delete under way, unless it has settled.
+func (g giveUp) record() {
+	g.w.mu.Lock()
+	defer g.w.mu.Unlock()
+	select {
+	case <-g.done:
+	default:
+		g.w.recordLocked(g.parent+"/"+g.prefix, g.done)
+	}
+}
+
+// settle marks g settled, once the cleanup has (settled closed), and
+// forgets it.
+func (g giveUp) settle(settled <-chan struct{}) {
+	if settled != nil {
+		<-settled
+	}
+	g.w.mu.Lock()
+	defer g.w.mu.Unlock()
+	g.w.forgetLocked(g.parent+"/"+g.prefix, g.done)
+	close(g.done)
+}
+
 // forgetProtected deletes, with Delete's guarantee, every child of parent
 // whose name starts with prefix: the node a create whose reply was lost may
-// have made.
-func (h Handle) forgetProtected(parent, prefix string) {
-	h.guarantee("forget "+parent+"/"+prefix, nil, func(c *zk.Conn) error {
+// have made. The returned channel closes when that is settled; until then
+// Deleting counts those nodes as being deleted.
+func (h Handle) forgetProtected(parent, prefix string) <-chan struct{} {
+	ch := make(chan struct{})
+	forget := h.gen.c.wire.deleting(parent+"/"+prefix, ch)
+	h.guarantee("forget "+parent+"/"+prefix, func() { forget(); close(ch) }, func(c *zk.Conn) error {
 		children, _, err := c.Children(parent)
 		if err != nil {
 			if errors.Is(err, zk.ErrNoNode) {
@@ -177,6 +271,7 @@ func (h Handle) forgetProtected(parent, prefix string) {
 		}
 		return nil
 	})
+	return ch
 }
 
 // guarantee runs op until it settles (see Delete) on a goroutine the

@@ -117,7 +117,8 @@ func IsNative(name string) bool {
 // On success the node exists and ctx was not done when it was created. On
 // failure (ctx.Err(), or an error wrapping ErrSessionLost, ErrClosed,
 // ErrBadPath or go-zookeeper's error) no node is left behind: one that may
-// exist is deleted in the background (see Delete).
+// exist is deleted in the background (see Delete), and Deleting counts it
+// until then.
 func (h Handle) CreateProtected(ctx context.Context, parent, name string, data []byte) (string, error) {
 	return h.createProtected(ctx, parent, name, data, newUUID(), "")
 }
@@ -195,17 +196,20 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 			return "", err
 		}
 		var p string
+		g := h.newGiveUp(parent, prefix)
 		err = h.callOr(ctx, func(c *zk.Conn) (err error) {
 			p, err = createChecked(c, full, data, h.s.cfg.acl, check)
 			return err
 		}, func(err error) {
 			// ctx ended or the session was lost with the create in flight.
+			var settled <-chan struct{}
 			switch {
 			case err == nil:
-				h.Delete(p)
+				_, settled = h.Delete(p)
 			case transient(err):
-				h.forgetProtected(parent, prefix)
+				settled = h.forgetProtected(parent, prefix)
 			}
+			g.settle(settled)
 		})
 		switch {
 		case err == nil:
@@ -220,7 +224,8 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 			}
 			continue
 		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-			return "", err // abandoned: the request's goroutine cleans up
+			g.record() // abandoned: the request's goroutine cleans up
+			return "", err
 		case !transient(err):
 			if err := h.sessionError(err); errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
 				return "", err

@@ -54,6 +54,16 @@ func reviewStream(r *mrand.Rand) ([]byte, int64, int) {
 	return stream, greetEnd, requests
 }
 
+// reviewRequests returns n requests written, not yet answered: the connect
+// request, then those of xids 1 to n-1.
+func reviewRequests(n int) []request {
+	rs := make([]request, n)
+	for i := range rs {
+		rs[i].xid = int32(i)
+	}
+	return rs
+}
+
 // reviewChunks cuts stream into segments of the sizes size returns, given
 // how many bytes are left.
 func reviewChunks(stream []byte, size func(rest int) int) [][]byte {
@@ -92,7 +102,7 @@ func TestReviewTapRandomFraming(t *testing.T) {
 		if held {
 			tp.hold, tp.holdFor = make(chan struct{}), time.Hour
 		}
-		tp.pending = make([]int64, 1+requests)
+		tp.pending = reviewRequests(1 + requests)
 		tp.wrote = true
 		var got []byte
 		// the greeting, as authenticate reads it
@@ -177,7 +187,7 @@ func TestReviewTapStreamBytes(t *testing.T) {
 		stream, _, requests := reviewStream(r)
 		chunks := reviewChunks(stream, func(int) int { return 1 + r.IntN(2*tapReadSize) })
 		tp := &tap{Conn: &chunkConn{chunks: chunks, err: errEnd}, w: newWire(nil)}
-		tp.pending = make([]int64, 1+requests)
+		tp.pending = reviewRequests(1 + requests)
 		tp.wrote = true
 		var got []byte
 		var err error
@@ -255,7 +265,7 @@ func TestReviewTapDeadlines(t *testing.T) {
 			defer s.Close()
 			tp := &tap{Conn: &firstRead{Conn: c, raw: c, c: newConnector(&config{}, nil, nil, nil, nil), addr: "x"}, w: newWire(nil)}
 			tp.wrote = true
-			tp.pending = make([]int64, 10)
+			tp.pending = reviewRequests(10)
 			greeting := make([]byte, 36)
 			binary.BigEndian.PutUint32(greeting[4:8], 4000)
 			binary.BigEndian.PutUint64(greeting[8:16], 0x99)

@@ -29,8 +29,13 @@ import (
 //     the time a request was written whose reply (or any later one) has been
 //     read. The server expires a session no sooner than the session timeout
 //     after it last heard from it, so until heard + timeout the session is
-//     alive (ZooKeeper answers a session's requests in order, so a reply
-//     answers the oldest request still unanswered, or a later one).
+//     alive (a reply answers the oldest request still unanswered: see
+//     request).
+//   - A reply lost on a connection that stays up is not waited for as long
+//     as the connection lasts, as go-zookeeper would: the next reply comes
+//     out of turn, and closes the connection (see scan), which fails the
+//     request as a dropped connection does. go-zookeeper pings every third
+//     of the session timeout, so that comes within a third of it.
 //   - A connection the server has stopped answering is closed. go-zookeeper
 //     gives a connection up when it reads nothing for two thirds of the
 //     session timeout, but a watch notification is something: under a
@@ -464,8 +469,8 @@ type tap struct {
 	w *wire
 
 	mu      sync.Mutex
-	pending []int64 // write times (ns since base) of requests not yet answered, oldest first
-	wrote   bool    // the connect request has gone out
+	pending []request // the requests written, not yet answered, oldest first
+	wrote   bool      // the connect request has gone out
 	// deaf runs deafCheck from the connect response of a session on
 	// (see watchDeaf); closed stops it.
 	deaf   *time.Timer
@@ -512,7 +517,6 @@ type tap struct {
 	holdTimer *time.Timer   // reading goroutine only
 	open      int64         // reading goroutine only
 	authed    chan struct{} // a setAuth was written; holds one signal
-	authXids  []int32       // under mu: the xids of the setAuth requests written, not yet answered
 
 	n int32 // the connection's number: the wire's first is 1
 	// exists maps the xids of the exists requests written that set a
@@ -547,23 +551,21 @@ func (t *tap) Write(b []byte) (int, error) {
 			return 0, errNewSession
 		}
 	}
-	t.pending = append(t.pending, now) // each Write is one request
 	// The request's xid and opcode; the connect request has none (its
 	// bytes 8-12 are the epoch of the last zxid seen).
 	var xid, op int32
 	if !first && len(b) >= 12 {
 		xid, op = int32(binary.BigEndian.Uint32(b[4:8])), int32(binary.BigEndian.Uint32(b[8:12]))
 	}
-	switch {
-	case op == opExists:
+	// each Write is one request, known before its reply can be read
+	t.pending = append(t.pending, request{xid: xid, at: now, auth: op == opSetAuth})
+	if op == opExists {
 		if ws, ok := t.w.watching(b[12:]); ok {
 			if t.exists == nil {
 				t.exists = make(map[int32]watching)
 			}
 			t.exists[xid] = ws
 		}
-	case op == opSetAuth && t.hold != nil: // known before its reply can be read
-		t.authXids = append(t.authXids, xid)
 	}
 	// A setWatches relative to another zxid than the connect request's
 	// (it follows the opcode) was made for the connection before (see
@@ -636,7 +638,7 @@ func (t *tap) deafIn() time.Duration {
 	third := t.w.timeout.Load() / 3
 	at := t.w.heard.Load() + 2*third
 	if len(t.pending) > 0 {
-		at = max(at, t.pending[0]+third)
+		at = max(at, t.pending[0].at+third)
 	}
 	return time.Duration(at - int64(time.Since(t.w.base)))
 }
@@ -755,31 +757,42 @@ func (t *tap) fill() error {
 // few replies of a lock's requests.
 const tapReadSize = 4096
 
-// scan takes bytes just read from the connection.
+// scan takes bytes just read from the connection. A reply that answers no
+// request in the order ZooKeeper answers them (see request) closes the
+// connection: the reply to an earlier request was lost, and go-zookeeper,
+// which matches replies by xid, would wait for it as long as the connection
+// lasts. Closing it fails that request with zk.ErrConnectionClosed, as if
+// the connection had dropped before its reply.
 func (t *tap) scan(b []byte) {
 	if len(b) == 0 {
 		return
 	}
 	t.rbuf = append(t.rbuf, b...)
+	inOrder := true
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	for len(t.rbuf) >= 4 {
 		end := 4 + int(binary.BigEndian.Uint32(t.rbuf))
 		if len(t.rbuf) < end {
 			break
 		}
-		t.frame(t.rbuf[4:end], t.rbase+int64(end))
+		inOrder = t.frame(t.rbuf[4:end], t.rbase+int64(end)) && inOrder
 		t.rbase += int64(end)
 		t.rbuf = append(t.rbuf[:0], t.rbuf[end:]...)
+	}
+	t.mu.Unlock()
+	if !inOrder {
+		t.shut()
 	}
 }
 
 // xidNotification marks a watch event, which answers no request.
 const xidNotification = -1
 
-// frame takes one frame the server sent, which ends at offset end. The
-// caller holds t.mu.
-func (t *tap) frame(f []byte, end int64) {
+// frame takes one frame the server sent, which ends at offset end, and
+// reports whether it answers a request in the order ZooKeeper answers them.
+// The caller holds t.mu.
+func (t *tap) frame(f []byte, end int64) bool {
+	var xid int32 // the connect request's, for the connect response
 	if t.greetEnd == 0 {
 		t.greetEnd = end
 		if t.hold != nil {
@@ -788,19 +801,19 @@ func (t *tap) frame(f []byte, end int64) {
 		}
 		// connect response: protocol version, timeout (ms), session id
 		if len(f) < 16 {
-			return
+			return true
 		}
 		id := int64(binary.BigEndian.Uint64(f[8:16]))
 		if id == 0 {
-			return // expired: no session
+			return true // expired: no session
 		}
 		t.w.session.CompareAndSwap(0, id)
 		t.w.timeout.Store(int64(time.Duration(int32(binary.BigEndian.Uint32(f[4:8]))) * time.Millisecond))
 		defer t.watchDeaf() // once heard is the connect request's
 	} else if len(f) < 4 {
-		return
-	} else if xid := int32(binary.BigEndian.Uint32(f[:4])); xid == xidNotification {
-		return
+		return true
+	} else if xid = int32(binary.BigEndian.Uint32(f[:4])); xid == xidNotification {
+		return true
 	} else if ws, ok := t.exists[xid]; ok {
 		// reply header: xid, zxid, error. go-zookeeper keeps a watch
 		// for an exists answered without error or with NoNode.
@@ -812,30 +825,53 @@ func (t *tap) frame(f []byte, end int64) {
 				t.arms = append(t.arms, pendingArm{at: end - int64(4+len(f)), ws: ws})
 			}
 		}
-	} else if i := slices.Index(t.authXids, xid); i >= 0 {
-		t.authXids = slices.Delete(t.authXids, i, i+1)
-		// The hold lets it through, and goes on after it, if it comes
-		// right after what the hold let through: replies to requests
-		// written before it (AddAuth goes out after them) stay held.
-		if t.open >= 0 && end-int64(4+len(f)) == t.open {
-			t.open = end
-			t.holdTimer.Reset(t.holdFor)
-		}
 	}
-	if len(t.pending) == 0 {
-		return
+	i := t.answers(xid)
+	if i < 0 {
+		return false
 	}
-	sent := t.pending[0]
-	t.pending = t.pending[1:]
-	rtt := int64(time.Since(t.w.base)) - sent
+	r := t.pending[i]
+	t.pending = slices.Delete(t.pending, i, i+1)
+	rtt := int64(time.Since(t.w.base)) - r.at
 	if old := t.w.rtt.Load(); rtt < old {
 		rtt = old - (old-rtt)/8
 	}
 	t.w.rtt.Store(rtt) // one reader goroutine: no lost update
+	if r.auth {
+		// The hold lets it through, and goes on after it, if it comes
+		// right after what the hold let through: replies to requests
+		// written before it (AddAuth goes out after them) stay held.
+		if t.hold != nil && t.open >= 0 && end-int64(4+len(f)) == t.open {
+			t.open = end
+			t.holdTimer.Reset(t.holdFor)
+		}
+		return true // answered out of turn: it proves nothing of heard
+	}
 	for {
 		h := t.w.heard.Load()
-		if sent <= h || t.w.heard.CompareAndSwap(h, sent) {
-			return
+		if r.at <= h || t.w.heard.CompareAndSwap(h, r.at) {
+			return true
 		}
 	}
+}
+
+// A request is one written on a tap's connection, not yet answered.
+// ZooKeeper answers a session's requests in the order it reads them (pings
+// too, and a connect request first), except a setAuth, which it answers as
+// soon as it reads it: a reply answers the oldest request still unanswered
+// that is not a setAuth, or a setAuth.
+type request struct {
+	xid  int32 // 0 for the connect request
+	at   int64 // when it was written, in ns since wire.base
+	auth bool  // a setAuth
+}
+
+// answers returns the index in t.pending of the request that a reply with
+// xid answers, or -1 if it answers none in turn. The caller holds t.mu.
+func (t *tap) answers(xid int32) int {
+	i := slices.IndexFunc(t.pending, func(r request) bool { return !r.auth })
+	if i >= 0 && t.pending[i].xid == xid {
+		return i
+	}
+	return slices.IndexFunc(t.pending, func(r request) bool { return r.auth && r.xid == xid })
 }

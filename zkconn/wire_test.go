@@ -315,8 +315,8 @@ func TestTapConnectRequestIsNoRequest(t *testing.T) {
 			t.Errorf("epoch %d: the connect request ended the hold", epoch)
 		default:
 		}
-		if len(tp.authXids) != 0 {
-			t.Errorf("epoch %d: the connect request is awaited as setAuth %v", epoch, tp.authXids)
+		if want := []request{{at: tp.pending[0].at}}; !slices.Equal(tp.pending, want) {
+			t.Errorf("epoch %d: requests written %+v; want the connect request alone, not a setAuth", epoch, tp.pending)
 		}
 		c.Close()
 	}

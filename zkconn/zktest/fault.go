@@ -150,7 +150,9 @@ const (
 	// for the reply until it gives up by itself. go-zookeeper has no timeout
 	// for a request on a connection that answers pings: the call does not
 	// return until the connection closes for another reason (Proxy.Cut, the
-	// client's Close), and then fails with zk.ErrConnectionClosed.
+	// client's Close), and then fails with zk.ErrConnectionClosed. A
+	// zkconn.Session closes the connection itself at the next reply, a
+	// ping's at the latest, which comes out of turn.
 	Drop
 )
 
