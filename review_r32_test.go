@@ -54,20 +54,10 @@ func TestReviewR32RevocationWhileAwaitingReadsSeen(t *testing.T) {
 
 // TestReviewR32LostOnExpiryKeepsHoldAcrossCutAfterWait: under LostOnExpiry, a connection cut at the node read after the wait does not give back the live write hold.
 func TestReviewR32LostOnExpiryKeepsHoldAcrossCutAfterWait(t *testing.T) {
-	path := lockPath(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()})
-	rw := dsync.NewRWMutex(s, path, dsync.WithLossPolicy(dsync.LostOnExpiry))
-	r29LostReader(t, ctx, obs, rw, path)
-	w, wnode := r29AwaitingReads(t, ctx, obs, s, rw.LockContext, path)
-	awaitWatch(t, shared, wnode, sessionID(t, s))
-	f := p.Strike(zktest.Match{Op: zktest.OpGetData, Path: wnode}, zktest.Cut) // the read after the wait
-	rw.RUnlock()
-	<-f.Struck()
-	held := rvHeld(t, w, "writer")
+	rw, path, wnode, held := r30CutReadAfterWait(t, obs, p, s, dsync.WithLossPolicy(dsync.LostOnExpiry))
 	if held.Err() != nil {
 		t.Fatalf("LostOnExpiry write hold lost over a suspension: %v", context.Cause(held))
 	}

@@ -106,40 +106,6 @@ func watchCount(t testing.TB, srv *zktest.Server) int {
 	return n
 }
 
-// TestWeightedTryAcquireWaitsForOwnRelease: a TryAcquire whose listing shows
-// a lease this session released, its delete still under way, waits for that
-// delete rather than fail (x/sync's TryAcquire after a Release succeeds), and
-// lists again. Here the delete is refused (the parent's ACL forbids it) with
-// its reply lost on a live connection; the ACL is then mended and the
-// connection cut, so that the delete, sent again, lands.
-func TestWeightedTryAcquireWaitsForOwnRelease(t *testing.T) {
-	obs := observer(t, shared.Addr())
-	path := lockPath(t)
-	leases := path + "/leases"
-	refusingLeases(t, obs, path)
-	p1, p2, s, _ := rwTwoProxies(t)
-	w := dsync.NewWeighted(s, path, 1)
-	releaseRefused(t, obs, p1, p2, w, leases, 1) // its delete under way
-
-	res := make(chan bool, 1)
-	go func() { res <- w.TryAcquire(1) }()
-	awaitChildren(t, obs, leases, 2) // its own lease, listed with the released one
-	if _, err := obs.SetACL(leases, zk.WorldACL(zk.PermAll), -1); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ok := <-res:
-		t.Fatalf("TryAcquire = %v while the delete of its session's released lease was under way; want it to wait for it", ok)
-	default:
-	}
-	liveProxy(t, p1, p2).Cut() // the delete is sent again, and lands
-	if !<-res {
-		t.Fatal("TryAcquire = false once its session's released lease was gone; want true")
-	}
-	w.Release(1)
-	awaitChildren(t, obs, leases, 0)
-}
-
 // refusingLeases makes path (world ACL) with path/leases refusing deletes
 // (rfNoDeleteParent), for a Weighted at path, and removes them at the end.
 func refusingLeases(t *testing.T, obs *zk.Conn, path string) {
@@ -164,8 +130,9 @@ func refusingLeases(t *testing.T, obs *zk.Conn, path string) {
 // releaseRefused acquires n leases on w (its Session connected through p1
 // or p2), then releases them with their deletes refused (see
 // refusingLeases) and their replies swallowed on a live connection: the
-// nodes stay, their deletes under way in the session. It returns the
-// released nodes' paths.
+// nodes stay, their deletes under way in the session until the next reply
+// comes out of turn and closes the connection; sent again, they are refused
+// again and settle. It returns the released nodes' paths.
 func releaseRefused(t *testing.T, obs *zk.Conn, p1, p2 *zktest.Proxy, w *dsync.Weighted, leases string, n int) []string {
 	t.Helper()
 	if err := w.Acquire(context.Background(), int64(n)); err != nil {

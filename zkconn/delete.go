@@ -207,20 +207,21 @@ func (h Handle) signals(paths []string) []any {
 	return ops
 }
 
-// A giveUp is the cleanup of a protected create given up while in flight
-// (its caller's ctx ended): the create's request goes on, and whatever it
-// made is deleted once it returns. From the give-up until that is settled,
-// Deleting counts the nodes named with the create's prefix as being
-// deleted. done closes under wire.mu, so a give-up recorded after the
-// cleanup settled records nothing.
+// A giveUp is the cleanup of a create given up while in flight (its
+// caller's ctx ended): the create's request goes on, and whatever it made is
+// deleted once it returns. From the give-up until that is settled, Deleting
+// counts the node as being deleted: parent/name, where name is the node's,
+// or a protected create's prefix, which stands for every node named with
+// it (see Deletes). done closes under wire.mu, so a give-up recorded after
+// the cleanup settled records nothing.
 type giveUp struct {
-	w              *wire
-	parent, prefix string
-	done           chan struct{}
+	w            *wire
+	parent, name string
+	done         chan struct{}
 }
 
-func (h Handle) newGiveUp(parent, prefix string) giveUp {
-	return giveUp{w: h.gen.c.wire, parent: parent, prefix: prefix, done: make(chan struct{})}
+func (h Handle) newGiveUp(parent, name string) giveUp {
+	return giveUp{w: h.gen.c.wire, parent: parent, name: name, done: make(chan struct{})}
 }
 
 // record records g as a delete under way, unless it has settled.
@@ -230,7 +231,7 @@ func (g giveUp) record() {
 	select {
 	case <-g.done:
 	default:
-		g.w.recordLocked(g.parent+"/"+g.prefix, g.done)
+		g.w.recordLocked(g.parent+"/"+g.name, g.done)
 	}
 }
 
@@ -242,7 +243,7 @@ func (g giveUp) settle(settled <-chan struct{}) {
 	}
 	g.w.mu.Lock()
 	defer g.w.mu.Unlock()
-	g.w.forgetLocked(g.parent+"/"+g.prefix, g.done)
+	g.w.forgetLocked(g.parent+"/"+g.name, g.done)
 	close(g.done)
 }
 

@@ -368,7 +368,8 @@ func (h Handle) CreateParents(ctx context.Context, p string) error {
 // tries again. On success the node exists and ctx was not done when it was
 // created. On failure (ctx.Err(), or an error wrapping ErrSessionLost,
 // ErrClosed, ErrBadPath or go-zookeeper's error) no node is left behind: one
-// that may exist is deleted in the background (see Delete).
+// that may exist is deleted in the background (see Delete), and Deleting
+// counts it until then.
 func (h Handle) CreateTouching(ctx context.Context, path string, data []byte, touch string, touchData []byte, version int32) error {
 	if err := ValidatePath(path); err != nil {
 		return err
@@ -378,15 +379,19 @@ func (h Handle) CreateTouching(ctx context.Context, path string, data []byte, to
 		if err != nil {
 			return err
 		}
+		i := strings.LastIndexByte(path, '/')
+		g := h.newGiveUp(path[:i], path[i+1:])
 		err = h.callOr(ctx, func(c *zk.Conn) error {
 			_, err := c.Multi(
 				&zk.CreateRequest{Path: path, Data: data, Acl: h.s.cfg.acl, Flags: zk.FlagEphemeral},
 				&zk.SetDataRequest{Path: touch, Data: touchData, Version: version})
 			return err
 		}, func(err error) {
+			var settled <-chan struct{}
 			if err == nil || transient(err) {
-				h.Delete(path)
+				_, settled = h.Delete(path)
 			}
+			g.settle(settled)
 		})
 		switch {
 		case err == nil:
@@ -396,7 +401,8 @@ func (h Handle) CreateTouching(ctx context.Context, path string, data []byte, to
 			}
 			return nil
 		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-			return err // abandoned: the request's goroutine cleans up
+			g.record() // abandoned: the request's goroutine cleans up
+			return err
 		case !transient(err):
 			if err := h.sessionError(err); errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
 				return err

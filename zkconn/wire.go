@@ -858,8 +858,8 @@ func (t *tap) frame(f []byte, end int64) bool {
 // A request is one written on a tap's connection, not yet answered.
 // ZooKeeper answers a session's requests in the order it reads them (pings
 // too, and a connect request first), except a setAuth, which it answers as
-// soon as it reads it: a reply answers the oldest request still unanswered
-// that is not a setAuth, or a setAuth.
+// soon as it reads it, before anything it reads after: a reply answers the
+// oldest request still unanswered, or the oldest setAuth.
 type request struct {
 	xid  int32 // 0 for the connect request
 	at   int64 // when it was written, in ns since wire.base
@@ -869,9 +869,11 @@ type request struct {
 // answers returns the index in t.pending of the request that a reply with
 // xid answers, or -1 if it answers none in turn. The caller holds t.mu.
 func (t *tap) answers(xid int32) int {
-	i := slices.IndexFunc(t.pending, func(r request) bool { return !r.auth })
-	if i >= 0 && t.pending[i].xid == xid {
+	if len(t.pending) > 0 && t.pending[0].xid == xid {
+		return 0
+	}
+	if i := slices.IndexFunc(t.pending, func(r request) bool { return r.auth }); i >= 0 && t.pending[i].xid == xid {
 		return i
 	}
-	return slices.IndexFunc(t.pending, func(r request) bool { return r.auth && r.xid == xid })
+	return -1
 }
