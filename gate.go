@@ -7,7 +7,7 @@ import "context"
 // here rather than each queuing a node in ZooKeeper.
 //
 // Its token is a channel that closes when the last holder's delete has gone
-// out on the connection (see zkconn.Handle.Release; a create sent after it
+// out on the connection (see zkconn.Handle.AwaitSent; a create sent after it
 // is applied after it), or, after a failed acquisition, when the nodes it
 // gave up are deleted: whoever enters next waits for it before it creates
 // a node, so a process does not queue behind its own released or abandoned

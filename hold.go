@@ -293,7 +293,7 @@ func Token(held context.Context) int64 {
 // end stops watching and cancels the hold context (with context.Canceled,
 // unless it was lost first), then deletes the node, sending its signals (a
 // queue head's handoff), without waiting for the network
-// (zkconn.Handle.Release: it returns once the delete has gone out, as a
+// (zkconn.Handle.AwaitSent: it returns once the delete has gone out, as a
 // rule). The returned channels close when the delete has gone out, and when
 // it is settled.
 func (hd *hold) end() (sent, settled <-chan struct{}) {

@@ -182,7 +182,7 @@ func (m *Mutex) handOut(ctx context.Context, hd *hold, wait bool) error {
 // unlock; Unlock of an unlocked Mutex panics.
 //
 // Unlock never waits for the network, as sync.Mutex.Unlock never blocks: the
-// delete goes out at once, and its reply is not awaited (zkconn.Handle.Release;
+// delete goes out at once, and its reply is not awaited (zkconn.Handle.AwaitSent;
 // it is retried in the background if the connection drops, and the
 // Session's Close ends the session, which deletes the node too). Requests
 // this process sends through the same Session later are applied after it,

@@ -24,7 +24,7 @@ import (
 //
 // sent closes once the delete has gone out on a connection (or settled):
 // whatever the process sends through the Session after that is applied after
-// it (see Release). settled closes when the delete is settled. Reading them
+// it (see AwaitSent). settled closes when the delete is settled. Reading them
 // is optional. Close ends the session (so the server deletes its ephemeral
 // nodes) and waits for these goroutines. Errors other than a lost connection
 // (no permission, say) are logged, not retried.
@@ -39,30 +39,21 @@ func (h Handle) DeleteAfter(wait func(), path string, fire ...string) (sent, set
 	return h.send(path, fire, wait)
 }
 
-// Release is Delete for a release: it returns once the delete has gone out
-// on h's connection (a write to a socket, not a round trip), or sooner if
-// the connection is down, h's session lost, or the write does not happen
-// within releaseWait (go-zookeeper holds requests back while it re-sends
-// credentials after a reconnect, say). ZooKeeper applies a session's
-// requests in the order they come on its connection, so whatever the
-// process sends through the Session after Release returns is applied after
-// the delete, though nobody waited for its reply. (If the delete went out
-// late, or the connection drops before its reply and it is sent again on
-// the next one, a request made meanwhile may come first: the process then
-// waits behind its own node until the delete lands.)
-//
-// sent and settled are Delete's: a caller that must come after the delete
-// for sure (the next acquisition of the same lock) waits for sent.
-func (h Handle) Release(path string, fire ...string) (sent, settled <-chan struct{}) {
-	sent, settled = h.Delete(path, fire...)
-	h.AwaitSent(sent)
-	return sent, settled
-}
-
-// AwaitSent is Release's wait, for many deletes at once: it returns once
-// every one of sent (Delete's channels) has closed, or sooner if h's
-// connection is down, h's session lost, or releaseWait has passed, in all.
-// A caller releasing many nodes deletes them all, then waits once.
+// AwaitSent is the wait of a release, which Delete does not do: it returns
+// once every one of sent (Delete's channels) has closed, that is once those
+// deletes have gone out on h's connection (a write to a socket, not a round
+// trip), or sooner if the connection is down, h's session lost, or the
+// writes do not happen within releaseWait in all (go-zookeeper holds
+// requests back while it re-sends credentials after a reconnect, say).
+// ZooKeeper applies a session's requests in the order they come on its
+// connection, so whatever the process sends through the Session after
+// AwaitSent returns is applied after the deletes, though nobody waited for
+// their replies. (If a delete went out late, or the connection drops before
+// its reply and it is sent again on the next one, a request made meanwhile
+// may come first: the process then waits behind its own node until the
+// delete lands.) A caller releasing many nodes deletes them all, then waits
+// once; one that must come after a delete for sure (the next acquisition of
+// the same lock) waits for its sent.
 func (h Handle) AwaitSent(sent ...<-chan struct{}) {
 	link := h.Refresh().link.done()
 	t := time.NewTimer(releaseWait)
@@ -100,7 +91,7 @@ func (h Handle) Deleting(parent string) Deletes {
 }
 
 // Deletes are the deletes a session has under way: of nodes (Delete,
-// Release), and of the nodes that protected creates given up may have made
+// DeleteAfter), and of the nodes that protected creates given up may have made
 // (CreateProtected and its kin, when ctx ends with the create's outcome not
 // known): each channel closes when its delete is settled.
 type Deletes map[string]<-chan struct{}
@@ -148,7 +139,7 @@ func (w *wire) forgetLocked(key string, ch <-chan struct{}) {
 	}
 }
 
-// releaseWait bounds Release's wait for its request to be written: a write
+// releaseWait bounds AwaitSent's wait for its request to be written: a write
 // to a socket takes microseconds, unless go-zookeeper is not sending.
 const releaseWait = 10 * time.Millisecond
 
@@ -220,7 +211,12 @@ type giveUp struct {
 	done         chan struct{}
 }
 
-func (h Handle) newGiveUp(parent, name string) giveUp {
+// newGiveUp returns the giveUp of a create under ctx: none if ctx can never
+// end (callOr then runs the create inline, and nothing is given up).
+func (h Handle) newGiveUp(ctx context.Context, parent, name string) giveUp {
+	if ctx.Done() == nil {
+		return giveUp{}
+	}
 	return giveUp{w: h.gen.c.wire, parent: parent, name: name, done: make(chan struct{})}
 }
 

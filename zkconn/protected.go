@@ -196,7 +196,7 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 			return "", err
 		}
 		var p string
-		g := h.newGiveUp(parent, prefix)
+		g := h.newGiveUp(ctx, parent, prefix)
 		err = h.callOr(ctx, func(c *zk.Conn) (err error) {
 			p, err = createChecked(c, full, data, h.s.cfg.acl, check)
 			return err
@@ -380,7 +380,7 @@ func (h Handle) CreateTouching(ctx context.Context, path string, data []byte, to
 			return err
 		}
 		i := strings.LastIndexByte(path, '/')
-		g := h.newGiveUp(path[:i], path[i+1:])
+		g := h.newGiveUp(ctx, path[:i], path[i+1:])
 		err = h.callOr(ctx, func(c *zk.Conn) error {
 			_, err := c.Multi(
 				&zk.CreateRequest{Path: path, Data: data, Acl: h.s.cfg.acl, Flags: zk.FlagEphemeral},
