@@ -23,6 +23,7 @@ const (
 	faultCutCreate    = "connection cut mid-create"
 	faultCutRelease   = "connection cut mid-release"
 	faultCutWrite     = "connection cut mid-write (Value)"
+	faultDropReply    = "reply swallowed, connection left up"
 	faultDeleteWaiter = "waiter's node deleted by an operator"
 	faultRevoke       = "__REVOKE__ written into a holder's node"
 	faultKill         = "client SIGKILL, restarted"
@@ -31,7 +32,7 @@ const (
 
 var faultKinds = []string{
 	faultLeaderKill, faultFollowerKill, faultPause, faultPartition,
-	faultCutCreate, faultCutRelease, faultCutWrite,
+	faultCutCreate, faultCutRelease, faultCutWrite, faultDropReply,
 	faultDeleteWaiter, faultRevoke, faultKill, faultTerm,
 }
 
@@ -55,11 +56,13 @@ func (c *coordinator) fault(kind string) error {
 	case faultPartition:
 		detail, err = c.partition()
 	case faultCutCreate:
-		detail, err = c.cutLock("acquire", zktest.OpCreate)
+		detail, err = c.cutLock("acquire", zktest.OpCreate, c.cutOrLose())
 	case faultCutRelease:
-		detail, err = c.cutLock("release", zktest.OpDelete)
+		detail, err = c.cutLock("release", zktest.OpDelete, c.cutOrLose())
 	case faultCutWrite:
-		detail, err = c.cutWrite()
+		detail, err = c.cutWrite(c.cutOrLose())
+	case faultDropReply:
+		detail, err = c.dropReply()
 	case faultDeleteWaiter:
 		detail, err = c.deleteWaiter()
 	case faultRevoke:
@@ -179,19 +182,36 @@ func (c *coordinator) holding(s *slot) string {
 	return "not holding"
 }
 
+// cutOrLose picks Cut (the connection drops before the request reaches the
+// server) or Lose (it drops after the request was applied, its reply lost).
+func (c *coordinator) cutOrLose() zktest.Action {
+	return []zktest.Action{zktest.Cut, zktest.Lose}[c.rng.IntN(2)]
+}
+
+// dropReply strikes a lock worker's next create or delete, or a Value
+// worker's next write, with Drop: the request is applied and its reply
+// swallowed while the connection stays up, so the worker's session must
+// notice the reply missing by itself (a later reply comes out of turn).
+func (c *coordinator) dropReply() (string, error) {
+	switch c.rng.IntN(3) {
+	case 0:
+		return c.cutLock("acquire", zktest.OpCreate, zktest.Drop)
+	case 1:
+		return c.cutLock("release", zktest.OpDelete, zktest.Drop)
+	}
+	return c.cutWrite(zktest.Drop)
+}
+
 // cutLock strikes a lock worker's next create (at "acquire") or delete (at
-// "release") under its lock path: Cut drops the connection before the
-// request reaches the server, Lose after it was applied, with the reply
-// lost. The worker is armed first, so that the strike meets the step it is
-// meant for: it reports when it is about to take that step and waits for
-// "go" while the faults are set.
-func (c *coordinator) cutLock(at string, op zktest.Op) (string, error) {
+// "release") under its lock path with action. The worker is armed first,
+// so that the strike meets the step it is meant for: it reports when it is
+// about to take that step and waits for "go" while the faults are set.
+func (c *coordinator) cutLock(at string, op zktest.Op, action zktest.Action) (string, error) {
 	s := c.pick(c.live(lockKinds...))
 	inc := s.p.inc
 	if !c.arm(s, at) {
 		return "", fmt.Errorf("%w: %s did not reach its next %s", errNotStruck, s.cfg.name, at)
 	}
-	action := []zktest.Action{zktest.Cut, zktest.Lose}[c.rng.IntN(2)]
 	struck := c.strike(s, zktest.Match{Op: op, Path: s.cfg.path + "/", Prefix: true}, action, func() { s.p.send("go") })
 	if !struck {
 		return "", fmt.Errorf("%w: %s sent no %v", errNotStruck, s.cfg.name, op)
@@ -215,14 +235,13 @@ func (c *coordinator) arm(s *slot, at string) bool {
 	return false
 }
 
-// cutWrite strikes a Value worker's next write (setData) with Cut or Lose.
-func (c *coordinator) cutWrite() (string, error) {
+// cutWrite strikes a Value worker's next write (setData) with action.
+func (c *coordinator) cutWrite(action zktest.Action) (string, error) {
 	vs := c.live(kindValue)
 	if len(vs) == 0 {
 		return "", fmt.Errorf("%w: no Value worker", errNotStruck)
 	}
 	s := c.pick(vs)
-	action := []zktest.Action{zktest.Cut, zktest.Lose}[c.rng.IntN(2)]
 	if !c.strike(s, zktest.Match{Op: zktest.OpSetData, Path: countPath + "/", Prefix: true}, action, func() {}) {
 		return "", fmt.Errorf("%w: %s sent no setData", errNotStruck, s.cfg.name)
 	}

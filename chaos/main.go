@@ -24,8 +24,9 @@
 // restarted; a server paused (SIGSTOP) past the session timeout; one
 // worker's connections black-holed past the session timeout; a worker's
 // create or release (or a Count's write) cut at the exact request, before
-// it reaches the server or with its reply lost (zktest.Proxy.Strike); a
-// waiter's node deleted by hand; __REVOKE__ written into a holder's node; a
+// it reaches the server or with its reply lost (zktest.Proxy.Strike), or
+// its reply swallowed with the connection left up (the session must notice
+// by itself); a waiter's node deleted by hand; __REVOKE__ written into a holder's node; a
 // worker killed with SIGKILL or stopped with SIGTERM, then restarted (for a
 // dsync lock worker: its dsync, whose CMD must end with it). After each
 // fault, the lock workers quiesce and no lock node may be left.
