@@ -339,36 +339,49 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 			nodes = nil
 		}
 	}()
-	// Create the nodes while listing the leases: one round trip. The
-	// listing may or may not include them; those it lacks are added.
-	// Listings set no watch unless the leases do not fit: most grants fit at
+	// Create the nodes and list the leases: the listing goes out as soon
+	// as the first create is written (see CreateProtectedWhileListing),
+	// one round trip; it lacks the nodes created after it, which are
+	// added. Listings set no watch unless the leases do not fit: most grants fit at
 	// once, and a watch set then would only fire for nothing at the next
 	// lease's coming or going. One that must wait lists again with the
 	// watch, which sees every release after it, before it waits. (If that
 	// listing finds room after all, its watch stays until the leases next
 	// change, at the latest our own release: a watch cannot be taken back.)
+	//
+	// Invariant: the first listing is served after the acquirer's first
+	// create, so it shows every lease made before the acquirer became the
+	// head, even when the session has just moved to a server that lags
+	// behind the release it was notified of (a listing sent before the
+	// create could miss the last head's leases there, and grant one lease
+	// too many).
 	var deleting zkconn.Deletes
 	if !wait {
 		deleting = h.Deleting(w.leases.path) // before the listing, which may still show them
 	}
-	made := make(chan error, 1)
-	go func() {
-		for i := int64(0); i < n; i++ {
-			p, err := h.CreateProtectedWhile(ctx, w.leases.path, w.leases.marker, w.leases.data, lock)
-			if errors.Is(err, zkconn.ErrKinGone) {
-				err = errNodeGone // our lock node was deleted: queue again
-			}
-			if err != nil {
-				made <- err
-				return
-			}
-			nodes = append(nodes, p)
+	var children []string
+	var watch <-chan zk.Event
+	var lerr error
+	for i := int64(0); i < n; i++ {
+		var p string
+		var err error
+		if i == 0 {
+			p, children, err = h.CreateProtectedWhileListing(ctx, w.leases.path, w.leases.marker, w.leases.data, lock)
+		} else {
+			p, err = h.CreateProtectedWhile(ctx, w.leases.path, w.leases.marker, w.leases.data, lock)
 		}
-		made <- nil
-	}()
-	children, watch, lerr := list(ctx, h, w.leases.path, false)
-	if err := <-made; err != nil {
-		return nodes, err
+		if errors.Is(err, zkconn.ErrKinGone) {
+			err = errNodeGone // our lock node was deleted: queue again
+		}
+		if err != nil {
+			return nodes, err
+		}
+		nodes = append(nodes, p)
+	}
+	if children == nil {
+		// The listing failed or came before the create (the connection
+		// dropped between them): list again, after every create.
+		children, watch, lerr = list(ctx, h, w.leases.path, false)
 	}
 	// The first listing, sent once the acquirer was first: a lease missing
 	// from it that is not ours was made since (see usurped).

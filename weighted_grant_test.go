@@ -387,3 +387,45 @@ func TestWeightedHeadWhoseLockNodeWasDeletedWhileWaitingForRoom(t *testing.T) {
 	h1.Release(1)
 	assertEmpty(t, path)
 }
+
+// TestWeightedListsLeasesAfterFirstCreate pins grant's invariant: the first
+// listing of the leases goes out after the acquirer's first lease create,
+// never before it (a server the session has just moved to may lag behind the
+// release that made the acquirer the head, and a listing served before the
+// create could miss the last head's leases there). Both requests are armed
+// to be cut: the one the proxy sees first is cut, and the other goes out
+// only on the next connection.
+func TestWeightedListsLeasesAfterFirstCreate(t *testing.T) {
+	path := lockPath(t)
+	leases := path + "/leases"
+	p := zktest.NewProxy(t, shared.Addr())
+	w := dsync.NewWeighted(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(10*time.Second)), path, 3)
+	obs := observer(t, shared.Addr())
+	for n := int64(1); n <= 3; n++ {
+		created := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: leases + "/", Prefix: true}, zktest.Cut)
+		listed := p.Strike(zktest.Match{Op: zktest.OpGetChildren2, Path: leases}, zktest.Cut)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res := make(chan error, 1)
+		go func() { res <- w.Acquire(ctx, n) }()
+		select {
+		case <-created.Struck():
+		case <-listed.Struck():
+			t.Errorf("Acquire(%d): the leases were listed before the first lease create went out", n)
+		case <-ctx.Done():
+			t.Fatalf("Acquire(%d): neither a lease create nor a listing within 30s", n)
+		}
+		err := <-res
+		cancel()
+		created.Disarm()
+		listed.Disarm()
+		if err != nil {
+			t.Fatalf("Acquire(%d) = %v", n, err)
+		}
+		if got := children(t, obs, leases); len(got) != int(n) {
+			t.Fatalf("Acquire(%d): leases %v; want %d", n, got, n)
+		}
+		w.Release(n)
+		awaitChildren(t, obs, leases, 0)
+	}
+	assertEmpty(t, path)
+}

@@ -251,6 +251,9 @@ func (h Handle) forgetProtected(parent, prefix string) <-chan struct{} {
 	ch := make(chan struct{})
 	forget := h.gen.c.wire.deleting(parent+"/"+prefix, ch)
 	h.guarantee("forget "+parent+"/"+prefix, func() { forget(); close(ch) }, func(c *zk.Conn) error {
+		if err := catchUp(c, parent); err != nil {
+			return err
+		}
 		children, _, err := c.Children(parent)
 		if err != nil {
 			if errors.Is(err, zk.ErrNoNode) {

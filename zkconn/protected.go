@@ -110,9 +110,10 @@ func IsNative(name string) bool {
 // created as CONTAINER nodes (the server removes them once empty).
 //
 // If the connection drops before the reply arrives, the node may or may not
-// exist: after the reconnect CreateProtected looks for a child carrying its
-// UUID, keeps it if its ephemeralOwner is h's session, deletes it otherwise,
-// and creates again if none is kept.
+// exist: after the reconnect CreateProtected has the server catch up with
+// the leader (sync), looks for a child carrying its UUID, keeps it if its
+// ephemeralOwner is h's session, deletes it otherwise, and creates again if
+// none is kept.
 //
 // On success the node exists and ctx was not done when it was created. On
 // failure (ctx.Err(), or an error wrapping ErrSessionLost, ErrClosed,
@@ -130,9 +131,32 @@ func (h Handle) CreateProtected(ctx context.Context, parent, name string, data [
 // nil when the listing failed, or did not show the node (the connection
 // dropped between the two, say); the caller then lists again if it needs
 // to. The node and the error are CreateProtected's.
+//
+// A listing served after the create shows every write applied before it,
+// also on a server the session has just moved to: such a server may lag
+// behind what the session was notified of (a notification does not count
+// towards what a reconnect asks the server to have seen), but it applies
+// the create, a write, only after everything committed before it.
 func (h Handle) CreateProtectedListing(ctx context.Context, parent, name string, data []byte) (node string, children []string, err error) {
-	uuid := newUUID()
-	sent, unblock := h.gen.c.wire.awaitWrite(protectedPath(parent, name, uuid), opCreate)
+	return h.createListing(ctx, parent, name, data, newUUID(), "")
+}
+
+// CreateProtectedWhileListing is CreateProtectedWhile that also lists
+// parent's children in the same round trip, as CreateProtectedListing does.
+func (h Handle) CreateProtectedWhileListing(ctx context.Context, parent, name string, data []byte, kin string) (node string, children []string, err error) {
+	if err := ValidatePath(kin); err != nil {
+		return "", nil, err
+	}
+	return h.createListing(ctx, parent, name, data, kinUUID(kin), kin)
+}
+
+// createListing is CreateProtectedListing for createProtected's node.
+func (h Handle) createListing(ctx context.Context, parent, name string, data []byte, uuid, check string) (node string, children []string, err error) {
+	op := int32(opCreate)
+	if check != "" {
+		op = opMulti
+	}
+	sent, unblock := h.gen.c.wire.awaitWrite(protectedPath(parent, name, uuid), op)
 	listed := make(chan []string, 1)
 	var failed atomic.Bool
 	go func() {
@@ -149,7 +173,7 @@ func (h Handle) CreateProtectedListing(ctx context.Context, parent, name string,
 			listed <- cs
 		}
 	}()
-	node, err = h.createProtected(ctx, parent, name, data, uuid, "")
+	node, err = h.createProtected(ctx, parent, name, data, uuid, check)
 	failed.Store(err != nil)
 	unblock()
 	children = <-listed
@@ -171,11 +195,17 @@ func (h Handle) CreateProtectedWhile(ctx context.Context, parent, name string, d
 	if err := ValidatePath(kin); err != nil {
 		return "", err
 	}
+	return h.createProtected(ctx, parent, name, data, kinUUID(kin), kin)
+}
+
+// kinUUID returns a new UUID for a node made on behalf of kin: one that
+// begins as kin's does, if CreateProtected made kin.
+func kinUUID(kin string) string {
 	uuid := newUUID()
 	if k, ok := kinOf(kin); ok {
 		uuid = k + uuid[kinLen:]
 	}
-	return h.createProtected(ctx, parent, name, data, uuid, kin)
+	return uuid
 }
 
 // createProtected creates the node of CreateProtected, named with uuid; if
@@ -286,12 +316,30 @@ func createChecked(c *zk.Conn, full string, data []byte, acl []zk.ACL, check str
 	return rs[1].String, nil
 }
 
+// catchUp has the server c talks to catch up with the leader (ZooKeeper's
+// sync), so that a read sent after it shows every write applied before it.
+//
+// Invariant: a read that decides what became of a request whose reply was
+// lost is sent after a catchUp on the same connection. A reconnect promises
+// a view only as new as the last reply the session read, and the lost
+// request is newer: a server that has not applied it yet would report the
+// node missing, and the node, made later, would be left behind.
+func catchUp(c *zk.Conn, path string) error {
+	if _, err := c.Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}
+
 // recoverProtected looks under parent for the node whose name starts with
 // prefix. It returns the path of the node if it is owned by h's session, ""
 // if there is none (any stranger with the prefix is deleted).
 func (h Handle) recoverProtected(ctx context.Context, parent, prefix string) (string, error) {
 	var children []string
 	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		if err := catchUp(c, parent); err != nil {
+			return err
+		}
 		children, _, err = c.Children(parent)
 		return err
 	})
@@ -364,8 +412,8 @@ func (h Handle) CreateParents(ctx context.Context, p string) error {
 // or path exists (zk.ErrNodeExists).
 //
 // If the connection drops before the reply arrives, it looks the node up
-// after the reconnect: a node owned by h's session was created; none, and it
-// tries again. On success the node exists and ctx was not done when it was
+// after the reconnect, once the server has caught up with the leader: a node
+// owned by h's session was created; none, and it tries again. On success the node exists and ctx was not done when it was
 // created. On failure (ctx.Err(), or an error wrapping ErrSessionLost,
 // ErrClosed, ErrBadPath or go-zookeeper's error) no node is left behind: one
 // that may exist is deleted in the background (see Delete), and Deleting
@@ -417,6 +465,9 @@ func (h Handle) CreateTouching(ctx context.Context, path string, data []byte, to
 		var st *zk.Stat
 		var there bool
 		err = h.Do(ctx, func(c *zk.Conn) (err error) {
+			if err := catchUp(c, path); err != nil {
+				return err
+			}
 			there, st, err = c.Exists(path)
 			return err
 		})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // TestCreateProtectedListing: the listing sent with the create is served
@@ -67,5 +68,106 @@ func TestCreateProtectedListingFails(t *testing.T) {
 	<-f.Struck()
 	if ok, st, err := h.Conn().Exists(node); err != nil || !ok || st.EphemeralOwner != h.ID() {
 		t.Fatalf("Exists(%s) = %v, %v; want a node of the session", node, ok, err)
+	}
+}
+
+// TestRecoveryCatchesUpFirst pins catchUp's invariant: each read that
+// decides what became of a request whose reply was lost (a protected
+// create's recovery, the cleanup of one given up in flight, CreateTouching's
+// recovery) is sent after a sync on the same connection, never before. A
+// sync struck by Cut is sent again, then the read.
+func TestRecoveryCatchesUpFirst(t *testing.T) {
+	tests := []struct {
+		name string
+		read zktest.Op // the request that decides
+		// run makes the request with its reply lost; it returns how
+		// many nodes of the session's must be left under parent.
+		run func(t *testing.T, h Handle, p *zktest.Proxy, parent string) int
+	}{
+		{"protected create recovered", zktest.OpGetChildren2, func(t *testing.T, h Handle, p *zktest.Proxy, parent string) int {
+			p.Strike(zktest.Match{Op: zktest.OpCreate, Path: parent + "/", Prefix: true}, zktest.Lose)
+			if _, err := h.CreateProtected(context.Background(), parent, "lock-", nil); err != nil {
+				t.Fatalf("CreateProtected = %v", err)
+			}
+			return 1
+		}},
+		{"protected create given up", zktest.OpGetChildren2, func(t *testing.T, h Handle, p *zktest.Proxy, parent string) int {
+			f := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: parent + "/", Prefix: true}, zktest.Drop)
+			ctx, cancel := context.WithCancel(context.Background())
+			res := make(chan error, 1)
+			go func() {
+				_, err := h.CreateProtected(ctx, parent, "lock-", nil)
+				res <- err
+			}()
+			<-f.Struck() // applied, its reply swallowed
+			cancel()
+			if err := <-res; !errors.Is(err, context.Canceled) {
+				t.Fatalf("CreateProtected = %v; want %v", err, context.Canceled)
+			}
+			return 0
+		}},
+		{"CreateTouching recovered", zktest.OpExists, func(t *testing.T, h Handle, p *zktest.Proxy, parent string) int {
+			touch := parent + "/touch"
+			if _, err := h.Conn().Create(touch, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+			node := parent + "/" + ProtectedName("read")
+			p.Strike(zktest.Match{Op: zktest.OpMulti, Path: node}, zktest.Lose)
+			if err := h.CreateTouching(context.Background(), node, nil, touch, []byte("x"), -1); err != nil {
+				t.Fatalf("CreateTouching = %v", err)
+			}
+			return 1
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := zktest.NewProxy(t, shared.Addr())
+			h := current(t, dial(t, []string{p.Addr()}, WithSessionTimeout(3*time.Second)))
+			parent := testRoot(t)
+			if err := h.CreateParents(context.Background(), parent); err != nil {
+				t.Fatal(err)
+			}
+			read := parent // the listing's path; CreateTouching's node is below it
+			if tt.read == zktest.OpExists {
+				read += "/"
+			}
+			synced := p.Strike(zktest.Match{Op: zktest.OpSync, Path: read, Prefix: true}, zktest.Cut)
+			decided := p.Strike(zktest.Match{Op: tt.read, Path: read, Prefix: true}, zktest.Cut)
+			defer synced.Disarm()
+			defer decided.Disarm()
+			want := tt.run(t, h, p, parent)
+			timeout := time.After(30 * time.Second)
+			select {
+			case <-decided.Struck():
+			case <-timeout:
+				t.Fatalf("no %v on %s within 30s", tt.read, read)
+			}
+			select {
+			case <-synced.Struck():
+			default:
+				t.Fatalf("%v on %s went out before any sync on it", tt.read, read)
+			}
+			for _, ch := range h.Deleting(parent) {
+				select {
+				case <-ch:
+				case <-timeout:
+					t.Fatal("the given-up create's cleanup did not settle within 30s")
+				}
+			}
+			obs := zktest.Observer(t, shared.Addr())
+			kids, _, err := obs.Children(parent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mine int
+			for _, k := range kids {
+				if _, st, err := obs.Get(parent + "/" + k); err == nil && st.EphemeralOwner == h.ID() {
+					mine++
+				}
+			}
+			if mine != want {
+				t.Fatalf("nodes of the session under %s: %d (%v); want %d", parent, mine, kids, want)
+			}
+		})
 	}
 }
