@@ -237,13 +237,50 @@ func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
 // Reset deletes the record of a successful run, if any, so that the next Do
 // runs its function again: for operators. A run under way is not stopped,
 // and records its success as usual.
+//
+// The delete is sent once per record: after a lost reply Reset reads the
+// record again (after a sync) and sends it again only if the record it
+// aimed at is still there. A record written since (by a run that came after
+// the delete) is not deleted. If ctx ends with the delete's outcome unknown,
+// the error wraps ErrOutcomeUnknown and ctx.Err().
 func (o *Once) Reset(ctx context.Context) error {
-	return o.do(ctx, func(c *zk.Conn) error {
-		if err := c.Delete(o.done, -1); !errors.Is(err, zk.ErrNoNode) {
+	var aimed int64 // czxid of the record a delete was sent for
+	for {
+		var (
+			there bool
+			st    *zk.Stat
+		)
+		err := o.do(ctx, func(c *zk.Conn) (err error) {
+			if _, err := c.Sync(o.path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return err
+			}
+			there, st, err = c.Exists(o.done)
 			return err
+		})
+		switch {
+		case err != nil:
+			return err
+		case !there, aimed != 0 && st.Czxid != aimed:
+			return nil // the record aimed at is gone (by our delete or another's)
 		}
-		return nil
-	})
+		aimed = st.Czxid
+		h, err := o.m.q.sess.Current(ctx)
+		if err == nil {
+			err = h.DoOnce(ctx, func(c *zk.Conn) error {
+				if err := c.Delete(o.done, -1); !errors.Is(err, zk.ErrNoNode) {
+					return err
+				}
+				return nil
+			})
+		}
+		switch {
+		case err == nil:
+			return nil
+		case unsent(err), errors.Is(err, ErrOutcomeUnknown) && ctx.Err() == nil:
+			continue // decided by the next read
+		}
+		return withPath(o.done, err)
+	}
 }
 
 // do runs op on the current session (see zkconn.Handle.Do), for a request
