@@ -153,6 +153,7 @@ func rlMutex(s *zkconn.Session, path string) (func(), func(context.Context) (fun
 // carried nothing: the create and the delete both waited for the reconnect,
 // and either could go first.)
 func TestReviewReleaseTryLockAfterUnlockWhileSuspended(t *testing.T) {
+	t.Parallel() // a long loop on paths and sessions of its own: runs beside the other long loops, after the rest
 	if at := rlTryAfterRelease(t, 100, false, rlMutex); at > 0 {
 		t.Fatalf("attempt %d: TryLockContext right after Unlock of the same Mutex (no other holder) = ErrWouldBlock: its create was applied before its own release's delete", at)
 	}
@@ -168,6 +169,7 @@ func TestReviewReleaseTryLockAfterUnlockWhileSuspended(t *testing.T) {
 // right after its own Unlock, with no other holder anywhere, then finds its
 // own released node ahead and fails with ErrWouldBlock.
 func TestReviewReleaseTryLockAfterUnlockCut(t *testing.T) {
+	t.Parallel() // a long loop on paths and sessions of its own: runs beside the other long loops, after the rest
 	if at := rlTryAfterRelease(t, 300, true, rlMutex); at > 0 {
 		t.Fatalf("attempt %d: TryLockContext right after Unlock of the same Mutex (no other holder), its delete cut = ErrWouldBlock: its create was applied before its own release's delete", at)
 	}
@@ -181,6 +183,7 @@ func TestReviewReleaseTryLockAfterUnlockCut(t *testing.T) {
 // delete after the reconnect, and fails with ErrWouldBlock behind the
 // process's own released read node when the create goes first.
 func TestReviewReleaseTryLockAfterRUnlockWhileSuspended(t *testing.T) {
+	t.Parallel() // a long loop on paths and sessions of its own: runs beside the other long loops, after the rest
 	at := rlTryAfterRelease(t, 300, false, func(s *zkconn.Session, path string) (func(), func(context.Context) (func(), error)) {
 		rw := dsync.NewRWMutex(s, path)
 		rw.RLock()

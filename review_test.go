@@ -23,6 +23,7 @@ import (
 // Lock returns with no node of W's in ZooKeeper, and anyone else can take
 // the lock too.
 func TestReviewClaimAcrossReconnect(t *testing.T) {
+	t.Parallel() // a long loop on paths and sessions of its own: runs beside the other long loops, after the rest
 	p := zktest.NewProxy(t, shared.Addr())
 	obs := observer(t, shared.Addr())
 	sw := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(10*time.Second))
