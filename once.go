@@ -78,6 +78,13 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 		return err
 	}
 	defer o.m.unlock(held)
+	// The lock may have come by a notification (the last run's lock node
+	// deleted), which does not count towards what a reconnect asks the next
+	// server to have seen: that server may lag behind the last run's
+	// record. Catch up first, or f could run again after a success.
+	if err := o.catchUp(ctx); err != nil {
+		return err
+	}
 	done, cversion, err := o.state(ctx)
 	if err != nil || done {
 		return err
@@ -155,13 +162,7 @@ func (o *Once) record(ctx context.Context, held context.Context, cversion int32)
 func (o *Once) decide(ctx context.Context, hd *hold, cversion int32) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.m.q.sess.SessionTimeout())
 	defer cancel()
-	sync := func(c *zk.Conn) error {
-		if _, err := c.Sync(o.path); !errors.Is(err, zk.ErrNoNode) {
-			return err
-		}
-		return nil
-	}
-	if err := o.do(ctx, sync); err != nil {
+	if err := o.catchUp(ctx); err != nil {
 		return false, err
 	}
 	done, now, err := o.state(ctx)
@@ -175,6 +176,12 @@ func (o *Once) decide(ctx context.Context, hd *hold, cversion int32) (bool, erro
 		return false, err
 	}
 	return now != cversion, nil // moved: written, then deleted by a Reset
+}
+
+// catchUp has the server o's session talks to catch up with the leader
+// (see zkconn.CatchUp).
+func (o *Once) catchUp(ctx context.Context) error {
+	return o.do(ctx, func(c *zk.Conn) error { return zkconn.CatchUp(c, o.path) })
 }
 
 // state reports whether the record exists, with the cversion of o's path
@@ -244,26 +251,31 @@ func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
 // the delete) is not deleted. If ctx ends with the delete's outcome unknown,
 // the error wraps ErrOutcomeUnknown and ctx.Err().
 func (o *Once) Reset(ctx context.Context) error {
-	var aimed int64 // czxid of the record a delete was sent for
+	var aimed int64  // czxid of the record a delete was sent for
+	unknown := false // that delete may have been applied
 	for {
 		var (
 			there bool
 			st    *zk.Stat
 		)
 		err := o.do(ctx, func(c *zk.Conn) (err error) {
-			if _, err := c.Sync(o.path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			if err := zkconn.CatchUp(c, o.path); err != nil {
 				return err
 			}
 			there, st, err = c.Exists(o.done)
 			return err
 		})
 		switch {
+		case err != nil && unknown && errors.Is(err, zkconn.ErrSessionLost) && ctx.Err() == nil:
+			continue // read on the next session
+		case err != nil && unknown:
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, withPath(o.done, err))
 		case err != nil:
 			return err
 		case !there, aimed != 0 && st.Czxid != aimed:
 			return nil // the record aimed at is gone (by our delete or another's)
 		}
-		aimed = st.Czxid
+		aimed, unknown = st.Czxid, false // still there: not applied
 		h, err := o.m.q.sess.Current(ctx)
 		if err == nil {
 			err = h.DoOnce(ctx, func(c *zk.Conn) error {
@@ -276,7 +288,10 @@ func (o *Once) Reset(ctx context.Context) error {
 		switch {
 		case err == nil:
 			return nil
-		case unsent(err), errors.Is(err, ErrOutcomeUnknown) && ctx.Err() == nil:
+		case unsent(err):
+			continue // decided by the next read
+		case errors.Is(err, ErrOutcomeUnknown) && ctx.Err() == nil:
+			unknown = true
 			continue // decided by the next read
 		}
 		return withPath(o.done, err)

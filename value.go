@@ -126,11 +126,8 @@ func (v *Value[T]) Get(ctx context.Context) (Versioned[T], error) {
 		if err != nil {
 			return Versioned[T]{}, v.fail(ctx, "get", err)
 		}
-		err = h.Do(ctx, func(c *zk.Conn) error {
-			_, err := c.Sync(v.path)
-			return err
-		})
-		if err == nil || errors.Is(err, zk.ErrNoNode) {
+		err = h.Do(ctx, func(c *zk.Conn) error { return zkconn.CatchUp(c, v.path) })
+		if err == nil {
 			var got Versioned[T]
 			if got, _, _, err = v.read(ctx, h, false); err == nil || !errors.Is(err, zkconn.ErrSessionLost) {
 				return got, err

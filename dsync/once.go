@@ -110,7 +110,11 @@ func runOnceAdmin(ctx context.Context, s *settings, stdout, stderr io.Writer) in
 	defer sess.Close()
 	if s.reset {
 		if err := dsync.NewOnce(sess, s.path).Reset(ctx); err != nil {
-			return failed(ctx, "once", doing, s.path, err, stderr)
+			code := failed(ctx, "once", doing, s.path, err, stderr)
+			if errors.Is(err, dsync.ErrOutcomeUnknown) {
+				fmt.Fprintf(stderr, "dsync: the delete of %s was sent and its reply not read: the record may or may not have been deleted (-status tells)\n", oncePath(s.path, "done"))
+			}
+			return code
 		}
 		return 0
 	}

@@ -251,7 +251,7 @@ func (h Handle) forgetProtected(parent, prefix string) <-chan struct{} {
 	ch := make(chan struct{})
 	forget := h.gen.c.wire.deleting(parent+"/"+prefix, ch)
 	h.guarantee("forget "+parent+"/"+prefix, func() { forget(); close(ch) }, func(c *zk.Conn) error {
-		if err := catchUp(c, parent); err != nil {
+		if err := CatchUp(c, parent); err != nil { // see recoverProtected
 			return err
 		}
 		children, _, err := c.Children(parent)

@@ -234,3 +234,17 @@ func (h Handle) Wait(ctx context.Context, watch <-chan zk.Event) (zk.Event, erro
 		return zk.Event{}, h.gen.cause
 	}
 }
+
+// CatchUp has the server c talks to catch up with the leader (ZooKeeper's
+// sync, on path; a missing path is no error), so that a read sent after it
+// on c shows every write applied before it. It is for reads that must not
+// be stale: a reconnect asks the next server to have seen only as much as
+// the last reply the session read, not a notification, nor a request whose
+// reply was lost, and a server may lag behind the leader. The sync's own
+// reply counts from then on.
+func CatchUp(c *zk.Conn, path string) error {
+	if _, err := c.Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}

@@ -316,28 +316,19 @@ func createChecked(c *zk.Conn, full string, data []byte, acl []zk.ACL, check str
 	return rs[1].String, nil
 }
 
-// catchUp has the server c talks to catch up with the leader (ZooKeeper's
-// sync), so that a read sent after it shows every write applied before it.
-//
-// Invariant: a read that decides what became of a request whose reply was
-// lost is sent after a catchUp on the same connection. A reconnect promises
-// a view only as new as the last reply the session read, and the lost
-// request is newer: a server that has not applied it yet would report the
-// node missing, and the node, made later, would be left behind.
-func catchUp(c *zk.Conn, path string) error {
-	if _, err := c.Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return err
-	}
-	return nil
-}
-
 // recoverProtected looks under parent for the node whose name starts with
 // prefix. It returns the path of the node if it is owned by h's session, ""
 // if there is none (any stranger with the prefix is deleted).
+//
+// Invariant: a read that decides what became of a request whose reply was
+// lost (here, in forgetProtected and in CreateTouching) is sent after a
+// CatchUp on the same connection: the server the session moved to may not
+// have applied the request yet, and would report the node missing; the
+// node, made later, would be left behind.
 func (h Handle) recoverProtected(ctx context.Context, parent, prefix string) (string, error) {
 	var children []string
 	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		if err := catchUp(c, parent); err != nil {
+		if err := CatchUp(c, parent); err != nil {
 			return err
 		}
 		children, _, err = c.Children(parent)
@@ -465,7 +456,7 @@ func (h Handle) CreateTouching(ctx context.Context, path string, data []byte, to
 		var st *zk.Stat
 		var there bool
 		err = h.Do(ctx, func(c *zk.Conn) (err error) {
-			if err := catchUp(c, path); err != nil {
+			if err := CatchUp(c, path); err != nil {
 				return err
 			}
 			there, st, err = c.Exists(path)
