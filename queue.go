@@ -607,8 +607,12 @@ func (e *entry) takeBack(ctx context.Context, s signal) {
 // go-zookeeper hands to their channels in order: a deletion of e's node that
 // came before what made e first is already in e.own. Across a reconnect
 // that order is lost (the watches are set again in one request, and fire in
-// its order), so after one the node is read again: a round trip only then,
-// or when the node was written to meanwhile (its watch must be set again).
+// its order), so after one the node is read again, after a sync
+// (zkconn.CatchUp): two round trips only then, or when the node was written
+// to meanwhile (its watch must be set again). What made e first was a
+// notification, which a reconnect does not ask the next server to have
+// seen: a server that lags behind it would show e's node even if it was
+// deleted before it, and a node behind e's would hold too.
 //
 // Invariant: a waiter never reports first unless its node existed at the
 // zxid of the event that made it first; in a checked queue (e.own not set),
@@ -632,7 +636,10 @@ func (e *entry) claim(ctx context.Context, first bool) (bool, error) {
 	if reread {
 		e.own.Stop() // if it has not fired
 		link := e.h.Refresh().Suspended()
-		var err error
+		err := e.h.Do(ctx, func(c *zk.Conn) error { return zkconn.CatchUp(c, e.node) })
+		if err != nil {
+			return false, err
+		}
 		if e.czxid, e.own, err = watchNode(ctx, e.h, e.node); err != nil {
 			return false, err
 		}

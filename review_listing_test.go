@@ -138,15 +138,15 @@ func TestReviewListingCycleRequests(t *testing.T) {
 	}
 }
 
-// TestReviewStaleListingAfterLostCreateReply pins what queue.create relies on when
-// zkconn.Handle.CreateProtectedListing returns a listing served long before
-// the create returns: b's create is applied and its reply swallowed (Drop);
-// the listing sent behind it is served at once, and shows a's node ahead of
-// b's. Then a releases (its node is gone, though b's listing still shows it)
-// and c joins behind b (its node is missing from b's listing). Only then is
-// the connection cut, so b recovers its node and returns that stale listing.
-// b must hold (the only node ahead of it at the listing is gone, and c's
-// sorts after it), c must not hold alongside b, and each leaves one node.
+// TestReviewStaleListingAfterLostCreateReply: b's create is applied and its
+// reply swallowed (Drop); the listing sent behind it is served at once, and
+// shows a's node ahead of b's. Then a releases and c joins behind b. b must
+// hold (the only node ahead of it is gone, and c's sorts after it), c must
+// not hold alongside b, and each leaves one node. (The test once cut the
+// connection only after c joined, so that CreateProtectedListing returned
+// the listing served long before, stale. The listing's reply now comes out
+// of turn, ahead of the create's, and the Session closes the connection at
+// it: b recovers its node and lists again, at some point in those steps.)
 func TestReviewStaleListingAfterLostCreateReply(t *testing.T) {
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -206,7 +206,6 @@ func TestReviewStaleListingAfterLostCreateReply(t *testing.T) {
 		resC <- result{held, err}
 	}()
 	withC := awaitChildren(t, obs, path, 2)
-	p.Cut() // b's create fails; b recovers its node and the stale listing
 
 	r := <-resB
 	if r.err != nil {
