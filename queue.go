@@ -563,7 +563,17 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 			if ev.Type == zk.EventNodeDeleted {
 				return false, signal{}, errNodeGone
 			}
-			e.ownLink = h.Refresh().Suspended()
+			// A notification already in (of prev, or of its signal)
+			// may have come on a connection gone since e.own was set:
+			// a watch set on the connection up now proves nothing about
+			// it, so claim must read again (after a sync).
+			link := h.Refresh().Suspended()
+			select {
+			case <-e.ownLink:
+				link = e.ownLink // closed
+			default:
+			}
+			e.ownLink = link
 			if e.czxid, e.own, err = watchNode(ctx, h, e.node); err != nil {
 				return false, signal{}, err
 			}
