@@ -490,6 +490,9 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 		needSig        = !first && zkconn.IsNative(prev.name) && !prev.reader && !q.reader()
 		needOwn        = e.own == nil && !q.checked
 	)
+	// The connection up before any of the watches below is set: while it
+	// stays up, their events come in the order ZooKeeper sent them.
+	link := h.Refresh().Suspended()
 	if needSig {
 		// In e.fire from the moment it may be set: a request abandoned
 		// with ctx may still set it, and e's delete then waits for it
@@ -497,7 +500,6 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 		e.fire = append(e.fire, handoffPath(path))
 		wg.Go(func() { handoff, sigWatch, sigErr = watchSignal(ctx, h, handoffPath(path)) })
 	}
-	link := h.Refresh().Suspended()
 	if needOwn {
 		wg.Go(func() { czxid, own, ownErr = watchNode(ctx, h, e.node) })
 	}
@@ -536,16 +538,30 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 		*seen = written{path, st.Version}
 		return false, signal{}, nil
 	}
+	// A writer of ours may downgrade: a write to prev, then its deletion.
+	// Across a reconnect go-zookeeper sets prev's watch again, and ZooKeeper
+	// reports only what is there now: a deletion, never the write before
+	// it. Once link has dropped, a writer behind a writer lists again (a
+	// listing shows the downgrade's read node), as when prev is gone before
+	// its watch is set.
+	downgradable := q.rw && !q.reader() && !prev.reader
 	for {
 		select {
 		case ev := <-watch:
 			if ev.Type == zk.EventNodeDeleted {
+				if downgradable && isClosed(link) {
+					handoff.fired(e) // if it was sent, its watch is no longer set
+					return false, handoff, nil
+				}
 				return e.gone(ctx, first, &handoff)
 			}
 			return false, signal{}, nil // written to: list again
 		case ev := <-handoff.watch:
 			if !handoff.took(e, ev) {
 				continue
+			}
+			if downgradable && isClosed(link) {
+				return false, signal{}, nil // a write to prev may be lost: see above
 			}
 			// A write to prev before it left is in watch by now (one
 			// connection keeps the order): it may be a downgrade, whose
@@ -582,6 +598,16 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 		case <-h.Lost():
 			return false, signal{}, h.Err()
 		}
+	}
+}
+
+// isClosed reports, without waiting, whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -18,9 +18,9 @@ import (
 // Review round 38: the tap's out-of-turn close against Value/Count,
 // Election, Once, MultiLock, revocation and Participants.
 
-// r38Bound is the bound of every wait of these tests: one that passes it
-// fails the test rather than hang.
-const r38Bound = 30 * time.Second
+// reviewBound is the bound of every wait of the review rounds' tests from
+// round 38 on: one that passes it fails the test rather than hang.
+const reviewBound = 30 * time.Second
 
 // r38Struck waits until f has struck, failing if res (nil: none) yields
 // first or the bound passes.
@@ -30,19 +30,19 @@ func r38Struck[T any](t *testing.T, f *zktest.Fault, res <-chan T) {
 	case <-f.Struck():
 	case r := <-res:
 		t.Fatalf("the call returned (%v) before the fault struck", r)
-	case <-time.After(r38Bound):
+	case <-time.After(reviewBound):
 		t.Fatal("the fault never struck")
 	}
 }
 
-// r38Recv receives from ch within the bound.
-func r38Recv[T any](t *testing.T, what string, ch <-chan T) T {
+// reviewRecv receives from ch within the bound.
+func reviewRecv[T any](t *testing.T, what string, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(r38Bound):
-		t.Fatalf("%s did not return within %v", what, r38Bound)
+	case <-time.After(reviewBound):
+		t.Fatalf("%s did not return within %v", what, reviewBound)
 		panic("unreachable")
 	}
 }
@@ -102,7 +102,7 @@ func TestReviewR38WriteReplySwallowedThenCloseUnknown(t *testing.T) {
 			r38Struck(t, f, res)
 			assertNode(t, obs, path, 6, 1) // applied
 			s.Close()
-			err := r38Recv(t, "the write", res)
+			err := reviewRecv(t, "the write", res)
 			if !errors.Is(err, dsync.ErrOutcomeUnknown) {
 				t.Fatalf("%s applied, its reply swallowed, then Session.Close = %v; want an error wrapping ErrOutcomeUnknown "+
 					"(the node holds the write: it is not \"not written\")", tc.name, err)
@@ -139,14 +139,14 @@ func TestReviewR38GetReplySwallowed(t *testing.T) {
 				err error
 			}
 			res := make(chan got, 1)
-			ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 			defer cancel()
 			go func() {
 				v, err := c.Get(ctx)
 				res <- got{v, err}
 			}()
 			r38Struck(t, f, res)
-			g := r38Recv(t, "Get", res)
+			g := reviewRecv(t, "Get", res)
 			if g.err != nil || g.v.Value != 7 || g.v.Version != 0 {
 				t.Fatalf("Get with its %s reply swallowed = %+v, %v; want 7 at version 0", op, g.v, g.err)
 			}
@@ -168,7 +168,7 @@ func TestReviewR38WatchReplySwallowed(t *testing.T) {
 	c := dsync.NewCount(s, path, 1)
 	f := p.Strike(zktest.Match{Op: zktest.OpGetData, Path: path}, zktest.Drop)
 	defer f.Disarm()
-	ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	seen := make(chan dsync.Versioned[int32], 4)
 	ended := make(chan error, 1)
@@ -184,7 +184,7 @@ func TestReviewR38WatchReplySwallowed(t *testing.T) {
 		ended <- last
 	}()
 	r38Struck(t, f, seen)
-	if v := r38Recv(t, "the first value", seen); v.Value != 1 || v.Version != 0 {
+	if v := reviewRecv(t, "the first value", seen); v.Value != 1 || v.Version != 0 {
 		t.Fatalf("Watch yielded %+v first; want 1 at version 0", v)
 	}
 	id := sessionID(t, s)
@@ -192,7 +192,7 @@ func TestReviewR38WatchReplySwallowed(t *testing.T) {
 	if _, err := obs.Set(path, []byte{0, 0, 0, 2}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if v := r38Recv(t, "the value after a write", seen); v.Value != 2 || v.Version != 1 {
+	if v := reviewRecv(t, "the value after a write", seen); v.Value != 2 || v.Version != 1 {
 		t.Fatalf("Watch yielded %+v after the write; want 2 at version 1", v)
 	}
 	awaitWatch(t, shared, path, id)
@@ -206,7 +206,7 @@ func TestReviewR38WatchReplySwallowed(t *testing.T) {
 		t.Errorf("the session holds %d watches on %s on the server; want 1", n, path)
 	}
 	cancel()
-	if err := r38Recv(t, "the Watch loop", ended); err != nil {
+	if err := reviewRecv(t, "the Watch loop", ended); err != nil {
 		t.Errorf("Watch yielded an error: %v", err)
 	}
 }
@@ -215,7 +215,7 @@ func TestReviewR38WatchReplySwallowed(t *testing.T) {
 // below it, failing at the bound.
 func r38NoWatches(t *testing.T, path string, obs *zk.Conn) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	if err := shared.AwaitWatches(ctx, func(m map[string][]int64) bool {
 		for p, ids := range m {
@@ -271,7 +271,7 @@ func TestReviewR38CampaignReplySwallowed(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 			defer cancel()
 			path := lockPath(t)
 			obs := observer(t, shared.Addr())
@@ -295,7 +295,7 @@ func TestReviewR38CampaignReplySwallowed(t *testing.T) {
 			if err := a.Resign(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := r38Recv(t, "c's Campaign", cres); err != nil {
+			if err := reviewRecv(t, "c's Campaign", cres); err != nil {
 				t.Fatalf("c's Campaign = %v", err)
 			}
 			r38Pending(t, "b's Campaign", bres)
@@ -305,7 +305,7 @@ func TestReviewR38CampaignReplySwallowed(t *testing.T) {
 			if err := c.Resign(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := r38Recv(t, "b's Campaign", bres); err != nil {
+			if err := reviewRecv(t, "b's Campaign", bres); err != nil {
 				t.Fatalf("b's Campaign = %v", err)
 			}
 			if kids := children(t, obs, path); len(kids) != 1 || path+"/"+kids[0] != b.Key() {
@@ -329,7 +329,7 @@ func TestReviewR38CampaignReplySwallowed(t *testing.T) {
 // recovered or forgotten), b's second node waits behind a, leads only
 // after a resigns, and is b's only node.
 func TestReviewR38CampaignGivenUpThenAgain(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -346,11 +346,11 @@ func TestReviewR38CampaignGivenUpThenAgain(t *testing.T) {
 	r38Struck(t, f, bres)
 	gaveUp := path + "/" + r38BySequence(awaitChildren(t, obs, path, 2))[1]
 	bcancel()
-	if err := r38Recv(t, "b's Campaign", bres); !errors.Is(err, context.Canceled) {
+	if err := reviewRecv(t, "b's Campaign", bres); !errors.Is(err, context.Canceled) {
 		t.Fatalf("b's Campaign given up = %v; want context.Canceled", err)
 	}
 	bres = campaign(ctx, b, "b")
-	if !r34Gone(t, obs, gaveUp, r38Bound) {
+	if !r34Gone(t, obs, gaveUp, reviewBound) {
 		t.Fatalf("the given-up node %s is still there", gaveUp)
 	}
 	kids := r38BySequence(awaitChildren(t, obs, path, 2)) // a's, and b's second node alone
@@ -360,7 +360,7 @@ func TestReviewR38CampaignGivenUpThenAgain(t *testing.T) {
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := r38Recv(t, "b's second Campaign", bres); err != nil {
+	if err := reviewRecv(t, "b's second Campaign", bres); err != nil {
 		t.Fatalf("b's second Campaign = %v", err)
 	}
 	if b.Key() != bNode {
@@ -381,7 +381,7 @@ func TestReviewR38CampaignGivenUpThenAgain(t *testing.T) {
 func TestReviewR38ResignDeleteReplyLostThenCampaign(t *testing.T) {
 	for _, action := range []zktest.Action{zktest.Drop, zktest.Cut, zktest.Lose} {
 		t.Run(action.String(), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 			defer cancel()
 			path := lockPath(t)
 			obs := observer(t, shared.Addr())
@@ -404,7 +404,7 @@ func TestReviewR38ResignDeleteReplyLostThenCampaign(t *testing.T) {
 				t.Fatalf("Resign = %v", err)
 			}
 			bres := campaign(ctx, b, "b")
-			if err := r38Recv(t, "c's Campaign", cres); err != nil {
+			if err := reviewRecv(t, "c's Campaign", cres); err != nil {
 				t.Fatalf("c's Campaign = %v", err)
 			}
 			r38Struck(t, f, bres)
@@ -416,7 +416,7 @@ func TestReviewR38ResignDeleteReplyLostThenCampaign(t *testing.T) {
 			if err := c.Resign(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := r38Recv(t, "b's Campaign", bres); err != nil {
+			if err := reviewRecv(t, "b's Campaign", bres); err != nil {
 				t.Fatalf("b's Campaign = %v", err)
 			}
 			if kids := children(t, obs, path); len(kids) != 1 || path+"/"+kids[0] != b.Key() {
@@ -437,7 +437,7 @@ func TestReviewR38ResignDeleteReplyLostThenCampaign(t *testing.T) {
 // It yields a when a campaigns and b when a resigns, nothing else, and
 // leaves no watch once b resigns.
 func TestReviewR38ObserveReplySwallowed(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -467,7 +467,7 @@ func TestReviewR38ObserveReplySwallowed(t *testing.T) {
 	if _, err := a.Campaign(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if got := r38Recv(t, "the first leader", seen); got != "a" {
+	if got := reviewRecv(t, "the first leader", seen); got != "a" {
 		t.Fatalf("Observe yielded %q; want a", got)
 	}
 	g := p.Strike(zktest.Match{Op: zktest.OpGetData, Path: path + "/", Prefix: true}, zktest.Drop)
@@ -477,15 +477,15 @@ func TestReviewR38ObserveReplySwallowed(t *testing.T) {
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := r38Recv(t, "b's Campaign", bres); err != nil {
+	if err := reviewRecv(t, "b's Campaign", bres); err != nil {
 		t.Fatal(err)
 	}
 	r38Struck(t, g, seen)
-	if got := r38Recv(t, "the second leader", seen); got != "b" {
+	if got := reviewRecv(t, "the second leader", seen); got != "b" {
 		t.Fatalf("Observe yielded %q; want b", got)
 	}
 	ocancel()
-	if err := r38Recv(t, "the Observe loop", ended); err != nil {
+	if err := reviewRecv(t, "the Observe loop", ended); err != nil {
 		t.Errorf("Observe yielded an error: %v", err)
 	}
 	select {
@@ -525,7 +525,7 @@ func TestReviewR38OnceReplySwallowed(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 			defer cancel()
 			path := lockPath(t)
 			obs := observer(t, shared.Addr())
@@ -546,7 +546,7 @@ func TestReviewR38OnceReplySwallowed(t *testing.T) {
 			bres := make(chan error, 1)
 			go func() { bres <- b.Do(ctx, f) }()
 			for who, res := range map[string]chan error{"a": ares, "b": bres} {
-				if err := r38Recv(t, who+"'s Do", res); err != nil && !errors.Is(err, dsync.ErrLockLost) {
+				if err := reviewRecv(t, who+"'s Do", res); err != nil && !errors.Is(err, dsync.ErrLockLost) {
 					t.Errorf("%s's Do = %v; want nil or ErrLockLost", who, err)
 				}
 			}
@@ -591,7 +591,7 @@ func TestReviewR38MultiLockTryReplySwallowed(t *testing.T) {
 			res := make(chan bool, 1)
 			go func() { res <- ml.TryLock() }()
 			r38Struck(t, f, res)
-			if !r38Recv(t, "TryLock", res) {
+			if !reviewRecv(t, "TryLock", res) {
 				t.Fatalf("TryLock with nothing else holding = false; children a %v, b/leases %v, c %v",
 					children(t, obs, path+"/a"), children(t, obs, path+"/b/leases"), children(t, obs, path+"/c"))
 			}
@@ -614,7 +614,7 @@ func TestReviewR38MultiLockTryReplySwallowed(t *testing.T) {
 // run. The Reset's second delete then removes that new record: Done is
 // false again, and the next Do runs f a third time, for one Reset.
 func TestReviewR38OnceResetRetryDeletesLaterRecord(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	p := zktest.NewProxy(t, shared.Addr())
@@ -638,7 +638,7 @@ func TestReviewR38OnceResetRetryDeletesLaterRecord(t *testing.T) {
 		t.Fatalf("Do after the Reset's delete was applied = %v, f ran %d times; want nil, 2", err, runs.Load())
 	}
 	p.Heal() // the operator's connection drops; it reconnects
-	if err := r38Recv(t, "Reset", res); err != nil {
+	if err := reviewRecv(t, "Reset", res); err != nil {
 		t.Fatalf("Reset = %v", err)
 	}
 	if done, err := x.Done(ctx); err != nil || !done {
@@ -669,7 +669,7 @@ func TestReviewR38RevokeHoldersReplySwallowed(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), r38Bound)
+			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 			defer cancel()
 			path := lockPath(t)
 			obs := observer(t, shared.Addr())
@@ -693,7 +693,7 @@ func TestReviewR38RevokeHoldersReplySwallowed(t *testing.T) {
 				res <- result{asked, err}
 			}()
 			r38Struck(t, f, res)
-			r := r38Recv(t, "RevokeHolders", res)
+			r := reviewRecv(t, "RevokeHolders", res)
 			if r.err != nil || len(r.asked) != 1 || r.asked[0].Path != node {
 				t.Fatalf("RevokeHolders = %v, %v; want [%s], nil", r.asked, r.err, node)
 			}
@@ -780,7 +780,7 @@ func TestReviewR38CtxBoundsSwallowedReply(t *testing.T) {
 			r38Struck(t, f, res)
 			cancel()
 			start := time.Now()
-			err := r38Recv(t, tc.name, res)
+			err := reviewRecv(t, tc.name, res)
 			if d := time.Since(start); d > 3*time.Second {
 				t.Errorf("%s returned %v after its ctx ended; want at once", tc.name, d)
 			}
@@ -812,7 +812,7 @@ func TestReviewR38MultiLockGiveUpThenTry(t *testing.T) {
 	r38Struck(t, f, res)
 	awaitChildren(t, obs, path+"/c", 1) // applied
 	cancel()
-	if err := r38Recv(t, "LockContext", res); !errors.Is(err, context.Canceled) {
+	if err := reviewRecv(t, "LockContext", res); !errors.Is(err, context.Canceled) {
 		t.Fatalf("LockContext given up = %v; want context.Canceled", err)
 	}
 	if !ml.TryLock() {

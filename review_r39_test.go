@@ -14,28 +14,13 @@ import (
 // Review round 39: catchUp, Weighted's first listing behind its first lease
 // create, and Once.Reset's one delete per record.
 
-// r39Bound bounds every wait of these tests.
-const r39Bound = 30 * time.Second
-
 // r39Wait waits for ch within the bound, failing with what otherwise.
 func r39Wait(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(r39Bound):
-		t.Fatalf("%s: not within %v", what, r39Bound)
-	}
-}
-
-// r39Recv receives from ch within the bound.
-func r39Recv[T any](t *testing.T, what string, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(r39Bound):
-		t.Fatalf("%s did not return within %v", what, r39Bound)
-		panic("unreachable")
+	case <-time.After(reviewBound):
+		t.Fatalf("%s: not within %v", what, reviewBound)
 	}
 }
 
@@ -46,7 +31,7 @@ func r39Recv[T any](t *testing.T, what string, ch <-chan T) T {
 // connection is still up (the tap closes it only at the next ping's reply,
 // a third of the 30s session timeout later).
 func TestReviewR39WeightedListingPipelined(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r39Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	leases := path + "/leases"
@@ -71,7 +56,7 @@ func TestReviewR39WeightedListingPipelined(t *testing.T) {
 		t.Fatal("no listing of the leases went out behind the first lease create within 5s: it waits for the create's reply")
 	}
 	p.Cut() // both replies are lost: the create is recovered, the leases listed again
-	if err := r39Recv(t, "Acquire", res); err != nil {
+	if err := reviewRecv(t, "Acquire", res); err != nil {
 		t.Fatalf("Acquire = %v", err)
 	}
 	obs := observer(t, shared.Addr())
@@ -86,7 +71,7 @@ func TestReviewR39WeightedListingPipelined(t *testing.T) {
 // Acquire/Release cycle of a Weighted, 1 and 2 leases: the first listing's
 // new order sends no request more than before (77d859c: 6 and 8).
 func TestReviewR39WeightedCycleRequests(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r39Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -119,7 +104,7 @@ func TestReviewR39WeightedCycleRequests(t *testing.T) {
 // is held (a listing without the create would count one lease too few), it
 // is granted once that lease is released, and TryAcquire(1) fails meanwhile.
 func TestReviewR39WeightedFirstCreateCut(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r39Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	leases := path + "/leases"
@@ -148,7 +133,7 @@ func TestReviewR39WeightedFirstCreateCut(t *testing.T) {
 		t.Fatal("TryAcquire(1) = true while 1 lease is held and 2 are being acquired")
 	}
 	other.Release(1)
-	if err := r39Recv(t, "Acquire", res); err != nil {
+	if err := reviewRecv(t, "Acquire", res); err != nil {
 		t.Fatalf("Acquire(2) = %v", err)
 	}
 	if got := children(t, obs, leases); len(got) != 2 {
@@ -166,7 +151,7 @@ func TestReviewR39WeightedFirstCreateCut(t *testing.T) {
 // operator the Reset did nothing, and a Reset run again deletes the record
 // of the run that came after this one.
 func TestReviewR39OnceResetSessionLostUnknown(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r39Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -186,11 +171,11 @@ func TestReviewR39OnceResetSessionLostUnknown(t *testing.T) {
 	case <-f.Struck():
 	case err := <-res:
 		t.Fatalf("Reset = %v before its delete went out", err)
-	case <-time.After(r39Bound):
+	case <-time.After(reviewBound):
 		t.Fatal("Reset sent no delete")
 	}
 	p.BlackHole() // no reply closes the connection; the session is given up
-	err := r39Recv(t, "Reset", res)
+	err := reviewRecv(t, "Reset", res)
 	p.Heal()
 	if ok, _, _ := obs.Exists(path + "/done"); ok {
 		t.Fatal("the record is still there: the delete was not applied")
@@ -212,7 +197,7 @@ func TestReviewR39OnceResetSessionLostUnknown(t *testing.T) {
 // the one the proxy sees first is cut (and the run's lock is lost with the
 // connection); a second Do runs f, once in all.
 func TestReviewR39OnceDecidesAfterSync(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r39Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	holder := dsync.NewMutex(dial(t, []string{shared.Addr()}), path+"/lock")
@@ -236,11 +221,11 @@ func TestReviewR39OnceDecidesAfterSync(t *testing.T) {
 		t.Error("Do read the record under the lock with no sync before it")
 	case err := <-res:
 		t.Fatalf("Do = %v before reading the record", err)
-	case <-time.After(r39Bound):
+	case <-time.After(reviewBound):
 		t.Fatal("Do neither synced nor read the record")
 	}
 	// The cut suspends the connection, and the run's lock counts as lost.
-	if err := r39Recv(t, "Do", res); err != nil && !errors.Is(err, dsync.ErrLockLost) {
+	if err := reviewRecv(t, "Do", res); err != nil && !errors.Is(err, dsync.ErrLockLost) {
 		t.Fatalf("Do = %v; want nil or ErrLockLost", err)
 	}
 	if err := o.Do(ctx, func(context.Context) error { runs++; return nil }); err != nil || runs != 1 {

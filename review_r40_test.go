@@ -13,9 +13,6 @@ import (
 
 // Review round 40: reads that decide safety after a notification.
 
-// r40Bound bounds every wait of these tests.
-const r40Bound = 30 * time.Second
-
 // TestReviewR40ClaimRereadsAfterSync pins that a waiter made first by a
 // notification, whose watch on its own node was set on an earlier
 // connection, reads its node again after a sync (entry.claim). The
@@ -26,7 +23,7 @@ const r40Bound = 30 * time.Second
 // the lock beside the node behind it. Both requests are armed to be cut;
 // the one the proxy sees first is cut, and the waiter still takes the lock.
 func TestReviewR40ClaimRereadsAfterSync(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r40Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -61,7 +58,7 @@ func TestReviewR40ClaimRereadsAfterSync(t *testing.T) {
 		select {
 		case ev := <-sub.C():
 			reconnected = ev.State == zkconn.StateReconnected
-		case <-time.After(r40Bound):
+		case <-time.After(reviewBound):
 			t.Fatal("the waiter's session did not reconnect")
 		}
 	}
@@ -77,13 +74,13 @@ func TestReviewR40ClaimRereadsAfterSync(t *testing.T) {
 		t.Error("the waiter read its own node again, to claim the lock, with no sync before it")
 	case r := <-res:
 		t.Fatalf("LockContext = %v before the waiter read its node again", r.err)
-	case <-time.After(r40Bound):
+	case <-time.After(reviewBound):
 		t.Fatal("the waiter neither synced nor read its node again")
 	}
 	var r result
 	select {
 	case r = <-res:
-	case <-time.After(r40Bound):
+	case <-time.After(reviewBound):
 		t.Fatal("LockContext did not return")
 	}
 	if r.err != nil {

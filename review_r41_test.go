@@ -16,9 +16,6 @@ import (
 
 // Review round 41: the sync before a claim's re-read.
 
-// r41Bound bounds every wait of these tests.
-const r41Bound = 30 * time.Second
-
 // r41Waiter puts a Mutex waiter behind a holder on path, its session through
 // a proxy, and returns once it watches its own node and the holder's.
 type r41Waiter struct {
@@ -64,7 +61,7 @@ func TestReviewR41RewatchAfterDropKeepsReread(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	for i := range 4 { // the waiter takes one of two ready events, at random
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), r41Bound)
+			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 			defer cancel()
 			path := lockPath(t)
 			w := r41Queue(t, ctx, path, obs)
@@ -76,7 +73,7 @@ func TestReviewR41RewatchAfterDropKeepsReread(t *testing.T) {
 			}
 			select {
 			case <-reread.Struck(): // …and that request's reply is swallowed
-			case <-time.After(r41Bound):
+			case <-time.After(reviewBound):
 				t.Fatal("the waiter did not watch its node again after a write")
 			}
 			awaitWatch(t, shared, w.own, id) // the server set that watch
@@ -100,7 +97,7 @@ func TestReviewR41RewatchAfterDropKeepsReread(t *testing.T) {
 			case <-synced.Struck():
 			case err := <-w.res:
 				t.Fatalf("LockContext = %v with no sync since the connection that brought the notification dropped", err)
-			case <-time.After(r41Bound):
+			case <-time.After(reviewBound):
 				t.Fatal("the waiter neither synced nor took the lock")
 			}
 			select {
@@ -108,7 +105,7 @@ func TestReviewR41RewatchAfterDropKeepsReread(t *testing.T) {
 				if err != nil {
 					t.Fatalf("LockContext = %v", err)
 				}
-			case <-time.After(r41Bound):
+			case <-time.After(reviewBound):
 				t.Fatal("LockContext did not return")
 			}
 			w.m.Unlock()
@@ -121,7 +118,7 @@ func TestReviewR41RewatchAfterDropKeepsReread(t *testing.T) {
 // claim's re-read: ctx ends while the sync is out (its reply swallowed), and
 // LockContext returns ctx.Err() at once, leaving no node behind.
 func TestReviewR41ClaimSyncCanceled(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), r41Bound)
+	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -135,7 +132,7 @@ func TestReviewR41ClaimSyncCanceled(t *testing.T) {
 		select {
 		case ev := <-sub.C():
 			reconnected = ev.State == zkconn.StateReconnected
-		case <-time.After(r41Bound):
+		case <-time.After(reviewBound):
 			t.Fatal("the waiter's session did not reconnect")
 		}
 	}
@@ -146,7 +143,7 @@ func TestReviewR41ClaimSyncCanceled(t *testing.T) {
 	case <-synced.Struck():
 	case err := <-w.res:
 		t.Fatalf("LockContext = %v before the sync", err)
-	case <-time.After(r41Bound):
+	case <-time.After(reviewBound):
 		t.Fatal("the waiter did not sync")
 	}
 	wcancel()
