@@ -144,9 +144,12 @@ func compare(a, b queued) int {
 // except a downgrade's read node, which takes its writer's place (see
 // RWMutex.downgrade); dsync's downgrade writes to the writer's node in the
 // same transaction, and a waiter that sees the writer's node written, or
-// gone before its watch was set, lists again instead of claiming. A writer
-// behind another client's writer node lists again when it goes, whatever
-// its place (Curator's downgrade writes nothing to it).
+// gone before its watch was set, lists again instead of claiming; so does a
+// writer behind a writer that learns of that node's departure after the
+// connection its watches were set on dropped (a reconnect reports the
+// deletion, not the write before it). A writer behind another client's
+// writer node lists again when it goes, whatever its place (Curator's
+// downgrade writes nothing to it).
 //
 // A checked queue's waiters set no watch on their own node, and claim
 // without one: its head acts on its place only through writes that check,
@@ -464,9 +467,10 @@ type written struct {
 // claim). It reports false, for the caller to list again, when prev was
 // written to since it was created (a downgrade, a revocation request: once
 // per write, recorded in *seen), and in an RWMutex's queue when prev is gone
-// before its watch is set (see queue). When it reports false with prev gone
-// and prev's signal not sent, left is that signal if its watch is still set
-// (see entry.takeBack).
+// before its watch is set, or, for a writer behind a writer, is gone or sent
+// its signal after the connection its watches were set on dropped (see
+// queue). When it reports false with prev gone and prev's signal not sent,
+// left is that signal if its watch is still set (see entry.takeBack).
 //
 // The first time, it also sets the watch on e's own node, unless q is
 // checked. The watches are sent together: one round trip, before any
