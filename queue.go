@@ -588,10 +588,8 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 			// a watch set on the connection up now proves nothing about
 			// it, so claim must read again (after a sync).
 			link := h.Refresh().Suspended()
-			select {
-			case <-e.ownLink:
-				link = e.ownLink // closed
-			default:
+			if isClosed(e.ownLink) {
+				link = e.ownLink
 			}
 			e.ownLink = link
 			if e.czxid, e.own, err = watchNode(ctx, h, e.node); err != nil {

@@ -342,12 +342,13 @@ func (w *Weighted) grant(ctx context.Context, h zkconn.Handle, lock string, n in
 	// Create the nodes and list the leases: the listing goes out as soon
 	// as the first create is written (see CreateProtectedWhileListing),
 	// one round trip; it lacks the nodes created after it, which are
-	// added. Listings set no watch unless the leases do not fit: most grants fit at
-	// once, and a watch set then would only fire for nothing at the next
-	// lease's coming or going. One that must wait lists again with the
-	// watch, which sees every release after it, before it waits. (If that
-	// listing finds room after all, its watch stays until the leases next
-	// change, at the latest our own release: a watch cannot be taken back.)
+	// added. Listings set no watch unless the leases do not fit: most
+	// grants fit at once, and a watch set then would only fire for nothing
+	// at the next lease's coming or going. One that must wait lists again
+	// with the watch, which sees every release after it, before it waits.
+	// (If that listing finds room after all, its watch stays until the
+	// leases next change, at the latest our own release: a watch cannot be
+	// taken back.)
 	//
 	// Invariant: the first listing is served after the acquirer's first
 	// create, so it shows every lease made before the acquirer became the
