@@ -52,7 +52,10 @@ func rfNoDeleteParent(t *testing.T, obs *zk.Conn, path string) {
 // ({n1}), creates n2, lists [n1, n2]: past waits on n1's delete. The
 // connection drops (Cut); delete(n1) is sent again, NoAuth, settled; past
 // lists [n1, n2] again: n1 is not in now, but deleting[n1] (closed) counts
-// it as own: it loops.
+// it as own: it loops. (Since the Session closes a connection at a reply
+// out of turn, here m2's create's, the delete sent again may settle before
+// m2 lists; TestTryOwnDeleteRefusedNoSpin makes the interleaving on
+// purpose.)
 func TestReviewFinalTryLockSpinsOnStaleDeleting(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)

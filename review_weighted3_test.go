@@ -17,7 +17,9 @@ import (
 // waits for settle refused (NoAuth) with the nodes still there: it lists
 // once more and fails with ErrWouldBlock (a ctx without deadline), without
 // listing again and again on the settled deletes (queue.past's bug, pinned
-// for TryLock by TestReviewFinalTryLockSpinsOnStaleDeleting). n = 2.
+// for TryLock by TestReviewFinalTryLockSpinsOnStaleDeleting). n = 2. (The
+// deletes sent again may settle before TryAcquire lists;
+// TestTryOwnDeleteRefusedNoSpin makes the interleaving on purpose.)
 func TestReview3TryAcquireRefusedOwnDeletesNoSpin(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)

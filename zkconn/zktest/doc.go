@@ -97,6 +97,9 @@
 //   - Drop: the server applies the request and only its reply is dropped;
 //     the connection carries on. go-zookeeper waits for the reply until the
 //     connection closes for some other reason.
+//   - Pass: nothing; the request and its reply go through. Struck says the
+//     server has answered it, so what the client sends next on that
+//     connection is served after it.
 //
 // A multi is one request: a fault that strikes it strikes all its ops. For
 // example, to check that a lock leaves no node behind when the reply to its

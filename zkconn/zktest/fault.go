@@ -114,7 +114,8 @@ func (m Match) matchesPath(path string) bool {
 // An Action is what a fault does to the request it strikes and to the
 // connection that sent it. Each leaves the request's outcome in a different
 // state, which is what a test picks it for: Cut and BlackHole leave it not
-// applied, Lose and Drop applied with the client not told.
+// applied, Lose and Drop applied with the client not told, Pass answered as
+// usual.
 type Action int
 
 const (
@@ -154,9 +155,15 @@ const (
 	// zkconn.Session closes the connection itself at the next reply, a
 	// ping's at the latest, which comes out of turn.
 	Drop
+
+	// Pass forwards the request and its reply untouched: it only marks the
+	// request, for a test to know when the server has answered it (Struck),
+	// and so that whatever the client sends after that on the connection
+	// is served after it.
+	Pass
 )
 
-var actionNames = [...]string{Cut: "Cut", Lose: "Lose", BlackHole: "BlackHole", Drop: "Drop"}
+var actionNames = [...]string{Cut: "Cut", Lose: "Lose", BlackHole: "BlackHole", Drop: "Drop", Pass: "Pass"}
 
 // String returns the name of a, as in the source: "Cut", "Lose", ….
 func (a Action) String() string {
@@ -188,7 +195,7 @@ type Fault struct {
 // depends on, instead of at a moment chosen by a sleep: wait on the returned
 // Fault's Struck to know it has happened.
 func (p *Proxy) Strike(m Match, a Action) *Fault {
-	if a < Cut || a > Drop {
+	if a < Cut || a > Pass {
 		panic(fmt.Sprintf("zktest: Strike with unknown action %d", int(a)))
 	}
 	if m.Op == OpPing {
@@ -209,8 +216,10 @@ func (p *Proxy) Strike(m Match, a Action) *Fault {
 //   - BlackHole: the request has been swallowed and the connection is in
 //     its black hole.
 //   - Drop: the reply has been swallowed.
+//   - Pass: the reply has come back from the server, on its way to the
+//     client.
 //
-// If the connection ends before the reply to a Lose or Drop comes back (a
+// If the connection ends before the reply to a Lose, Drop or Pass comes back (a
 // Cut, Heal or Close of the proxy, or either end closing it), the reply can
 // no longer arrive and the channel is closed when the connection has ended.
 // It is never closed for a fault that no request matched. The channel

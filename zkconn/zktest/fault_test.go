@@ -235,6 +235,33 @@ func TestStrikeDrop(t *testing.T) {
 	r.failsClosed(t, done, "Create(/drop) after Cut")
 }
 
+func TestStrikePass(t *testing.T) {
+	r := newFaultRig(t, zktest.Start(t), 4*time.Second)
+
+	f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/pass"}, zktest.Pass)
+	done := async(func() error { return create(r.c, "/pass") })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Create(/pass) = %v; want a request struck by Pass answered", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Create(/pass) not answered within a minute")
+	}
+	// Struck closes as the reply goes by, before the client reads it.
+	select {
+	case <-f.Struck():
+	default:
+		t.Fatal("Struck is open after Create(/pass) returned")
+	}
+	if !r.exists(t, "/pass") {
+		t.Errorf("/pass does not exist; want a request struck by Pass applied")
+	}
+	if ok, _, err := r.c.Exists("/pass"); err != nil || !ok {
+		t.Errorf("Exists(/pass) on the same connection = %v, %v; want true, nil", ok, err)
+	}
+}
+
 // A call is one request of a test, by a client.
 type call struct {
 	name    string
@@ -377,7 +404,7 @@ func TestStrikeMisuse(t *testing.T) {
 		action zktest.Action
 	}{
 		{zktest.Match{Op: zktest.OpPing}, zktest.Cut},
-		{zktest.Match{}, zktest.Drop + 1},
+		{zktest.Match{}, zktest.Pass + 1},
 		{zktest.Match{}, -1},
 	} {
 		func() {

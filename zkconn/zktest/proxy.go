@@ -292,7 +292,7 @@ type proxyConn struct {
 	mu       sync.Mutex
 	upstream net.Conn
 	closed   bool
-	expected map[int32]*Fault // by xid: Lose and Drop faults waiting for their reply
+	expected map[int32]*Fault // by xid: Lose, Drop and Pass faults waiting for their reply
 }
 
 // setUpstream records the connection to the target, or closes it and
@@ -390,14 +390,17 @@ func (c *proxyConn) pass(pk *packet, frame []byte, kind frameKind, dir direction
 		f.strike()
 	case f.action == Drop: // a reply
 		f.strike()
+	case f.action == Pass: // a reply
+		pk.b = append(pk.b, frame...)
+		f.strike()
 	default: // Cut a request, Lose a reply
 		pk.end, pk.fault = true, f
 	}
 }
 
 // request looks at a request frame on its way to the target and returns the
-// Cut or BlackHole fault that takes it, if any; a Lose or Drop fault waits
-// for the reply. It counts the request if it goes on (see Requests).
+// Cut or BlackHole fault that takes it, if any; a Lose, Drop or Pass fault
+// waits for the reply. It counts the request if it goes on (see Requests).
 func (c *proxyConn) request(frame []byte) *Fault {
 	r := parseRequest(frame)
 	if r.op == OpPing {
@@ -416,8 +419,8 @@ func (c *proxyConn) request(frame []byte) *Fault {
 	return nil
 }
 
-// reply looks at a reply frame on its way to the client, and returns the Lose
-// or Drop fault waiting for it, if any.
+// reply looks at a reply frame on its way to the client, and returns the
+// Lose, Drop or Pass fault waiting for it, if any.
 func (c *proxyConn) reply(frame []byte) *Fault {
 	xid := replyXid(frame)
 	if xid == xidUnknown {
