@@ -118,6 +118,14 @@ func TestReviewHoldRewatchLostReplyThenRevoke(t *testing.T) {
 // cancels the rewatch's request and waits only for its goroutine), the
 // hold's cause is context.Canceled, the node goes and no watch stays on
 // it. Passes.
+//
+// Since the Session closes a connection at a reply out of turn, the
+// swallowed reply fails the rewatch at the next ping's reply (a third of the
+// timeout later), so an Unlock that waited for the rewatch's request would
+// return then, within the bound: the test asks where Unlock's delete goes
+// instead. It must be written on the connection the rewatch's request is
+// still unanswered on, before that connection drops; it is black-holed there
+// (nothing answered, the connection up, until Heal).
 func TestReviewHoldUnlockDuringStuckRewatch(t *testing.T) {
 	srv, px, s, obs := rhSetup(t, 20*time.Second)
 	path := lockPath(t)
@@ -134,6 +142,12 @@ func TestReviewHoldUnlockDuringStuckRewatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-f.Struck()
+	h, err := s.Current(context.Background()) // the connection the rewatch is out on
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := px.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.BlackHole)
+	defer del.Disarm()
 	done := make(chan struct{})
 	go func() {
 		m.Unlock()
@@ -144,9 +158,17 @@ func TestReviewHoldUnlockDuringStuckRewatch(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Unlock blocked behind a rewatch whose reply never comes")
 	}
+	<-del.Struck() // Unlock returned once its delete was written
+	select {
+	case <-h.Suspended():
+		t.Fatal("Unlock's delete was written only once the connection the rewatch was out on had dropped: " +
+			"Unlock waited for the rewatch's request")
+	default:
+	}
 	if cause := context.Cause(held); cause != context.Canceled {
 		t.Fatalf("cause after Unlock = %v; want context.Canceled", cause)
 	}
+	px.Heal() // the delete goes again, on the next connection
 	awaitChildren(t, obs, path, 0)
 	if ids := watches(t, srv)[node]; len(ids) > 0 {
 		t.Fatalf("watches left on the released node: %v", ids)

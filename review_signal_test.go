@@ -170,6 +170,15 @@ func TestReviewSignalWatchOutAtGiveUp(t *testing.T) {
 // not answered, and a delete that waited for the reply left W's node in the
 // queue for as long as W's session lived, so that nobody could take the
 // lock once A and X were gone.
+//
+// Since the Session closes a connection at a reply out of turn, the lost
+// reply fails the request at the next ping's reply (a third of the timeout
+// later), and a delete that waited for it goes then: W's node no longer
+// stays for the session's life, only until that ping. So the test asks
+// where the delete goes: it must be written on the connection the exists
+// request is still unanswered on, before that connection drops. It is
+// black-holed there (the connection then stays up, nothing answered, until
+// Heal), and W's Handle of that connection must not be suspended by then.
 func TestReviewGiveUpDeleteAfterLostReply(t *testing.T) {
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -197,13 +206,32 @@ func TestReviewGiveUpDeleteAfterLostReply(t *testing.T) {
 	go func() { _, err := w.LockContext(ctxW); wdone <- err }()
 	nodeW := path + "/" + orderedNames(awaitChildren(t, obs, path, 3))[2]
 	<-f.Struck() // the exists watch on X's signal is set; its reply is gone
+	// The Handle of the connection the exists request is out on.
+	hw, err := sw.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: nodeW}, zktest.BlackHole)
+	defer del.Disarm()
 	cancelW()
 	if err := <-wdone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("W's LockContext = %v; want context.Canceled", err)
 	}
 
-	// W gave up: its node must go, as it did before (a guaranteed delete
-	// needs no reply to an earlier read).
+	// W gave up: its delete must go at once, as it did before (a guaranteed
+	// delete needs no reply to an earlier read), behind the exists request.
+	select {
+	case <-del.Struck():
+	case <-ctx.Done():
+		t.Fatalf("W gave up, but its delete of %s was never written", nodeW)
+	}
+	select {
+	case <-hw.Suspended():
+		t.Fatalf("W's delete of %s was written only once the connection its exists request was out on "+
+			"had dropped: it waited for that request's reply", nodeW)
+	default:
+	}
+	p.Heal() // the delete goes again, on the next connection
 	there, _, gone, err := obs.ExistsW(nodeW)
 	if err != nil {
 		t.Fatal(err)
@@ -211,8 +239,8 @@ func TestReviewGiveUpDeleteAfterLostReply(t *testing.T) {
 	if there {
 		select {
 		case <-gone:
-		case <-time.After(10 * time.Second):
-			t.Errorf("W gave up, but its node %s is still queued 10s later", nodeW)
+		case <-ctx.Done():
+			t.Fatalf("W gave up, but its node %s is still queued", nodeW)
 		}
 	}
 	a.Unlock()

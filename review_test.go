@@ -146,6 +146,9 @@ func TestReviewAbandonedSignalWatchLeaks(t *testing.T) {
 // succeeds: ZooKeeper applies a session's requests in the order they come,
 // so the delete comes before that create. (A release that did not send its
 // delete before returning broke that; TestWeightedCount hit it under -race.)
+// Since the Session closes a connection at a reply out of turn, the
+// swallowed reply is settled at the next ping's: the Mutex case checks that
+// Unlock returns before that, on the connection still up.
 func TestReviewUnlockReturnsBeforeRelease(t *testing.T) {
 	p := zktest.NewProxy(t, shared.Addr())
 	sa := dial(t, []string{p.Addr()})
@@ -163,7 +166,20 @@ func TestReviewUnlockReturnsBeforeRelease(t *testing.T) {
 		node := children(t, obs, path)[0]
 		f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/" + node}, zktest.Drop)
 		defer f.Disarm()
+		h, err := sa.Current(context.Background()) // the connection the delete goes out on
+		if err != nil {
+			t.Fatal(err)
+		}
 		a2.Unlock() // its reply never comes: Unlock does not wait for it
+		// The Session closes the connection at the next reply (a ping's),
+		// out of turn, and the delete settles on the next one: an Unlock
+		// that waited for the reply would return then. It must return
+		// while that connection is still up.
+		select {
+		case <-h.Suspended():
+			t.Fatal("Unlock returned only once the connection its delete's reply was lost on had dropped: it waited for the reply")
+		default:
+		}
 		<-f.Struck()
 		awaitChildren(t, obs, path, 0)
 	})

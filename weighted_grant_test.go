@@ -20,22 +20,52 @@ import (
 // same Weighted comes after the first one's internal lock delete because that
 // delete went out first on the session's connection, not because its reply
 // came back (an Acquire that waited for it cost a round trip more per cycle).
-// The reply is swallowed here, on a live connection, so it never comes.
+//
+// The delete's reply is swallowed (Drop). The Session closes that connection
+// at the next reply on it, out of turn, and sends the delete again on the
+// next one, where it settles: an Acquire that waited for the reply would
+// proceed then (at the ping's reply, a third of the timeout later), so the
+// test does not ask whether the second Acquire succeeds but where its first
+// request goes: its lock node's create must be written on the connection the
+// delete is still unanswered on, before the delete is sent again. That create
+// is black-holed (the connection then stays up, nothing answered, until
+// Heal), so nothing but the Session's own timeouts could send the delete
+// again before the test looks.
 func TestWeightedNextAcquireNeedsNoLockReply(t *testing.T) {
 	path := lockPath(t)
 	p := zktest.NewProxy(t, shared.Addr())
 	w := dsync.NewWeighted(dial(t, []string{p.Addr()}), path, 2)
-	f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/locks/", Prefix: true}, zktest.Drop)
+	locks := zktest.Match{Op: zktest.OpDelete, Path: path + "/locks/", Prefix: true}
+	f := p.Strike(locks, zktest.Drop)
 	defer f.Disarm()
 	if err := w.Acquire(context.Background(), 1); err != nil {
 		t.Fatalf("first Acquire = %v", err)
 	}
 	<-f.Struck() // the internal lock's delete is applied; its reply never comes
+	// The delete, sent again on the next connection.
+	again := p.Strike(locks, zktest.Pass)
+	defer again.Disarm()
+	create := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: path + "/locks/", Prefix: true}, zktest.BlackHole)
+	defer create.Disarm()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := w.Acquire(ctx, 1); err != nil {
-		t.Fatalf("second Acquire = %v while the first one's internal lock delete awaits its reply; want nil", err)
+	res := make(chan error, 1)
+	go func() { res <- w.Acquire(ctx, 1) }()
+	select {
+	case <-create.Struck():
+	case err := <-res:
+		t.Fatalf("second Acquire = %v before its lock node's create was written", err)
+	}
+	select {
+	case <-again.Struck():
+		t.Fatal("the second Acquire wrote its lock node's create only once the first one's internal lock delete " +
+			"had been answered (sent again on the next connection): it waited for the reply, not for the delete to go out")
+	default: // the create went out behind the unanswered delete
+	}
+	p.Heal() // the connection closes: the delete goes again, the create is recovered
+	if err := <-res; err != nil {
+		t.Fatalf("second Acquire = %v; want nil", err)
 	}
 	obs := observer(t, shared.Addr())
 	if got := children(t, obs, path+"/leases"); len(got) != 2 {
