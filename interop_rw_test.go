@@ -379,7 +379,14 @@ func TestInteropRWExclusion(t *testing.T) {
 // is queued; the JVM is killed when the test ends if still running.
 func holdCurator(t *testing.T, ctx context.Context, kind, path string) *curator.Holder {
 	t.Helper()
-	h, err := java.Hold(ctx, kind, shared.Addr(), path, 0)
+	return holdCuratorMax(t, ctx, kind, path, 0)
+}
+
+// holdCuratorMax is holdCurator with a maximum, for a semaphore (see
+// curator.Tool.Hold).
+func holdCuratorMax(t *testing.T, ctx context.Context, kind, path string, max int) *curator.Holder {
+	t.Helper()
+	h, err := java.Hold(ctx, kind, shared.Addr(), path, max)
 	if err != nil {
 		t.Fatal(err)
 	}
