@@ -476,6 +476,12 @@ func (t *Tool) Hold(ctx context.Context, kind, connect, path string, max int) (*
 	return t.hold(ctx, kind, args)
 }
 
+// HoldCount is Hold for kind "sem" whose maximum is the SharedCount at
+// count (an absolute path), followed live as Curator follows it.
+func (t *Tool) HoldCount(ctx context.Context, connect, path, count string) (*Holder, error) {
+	return t.hold(ctx, Semaphore, []string{"hold", Semaphore, connect, path, count})
+}
+
 // HoldRevocable is Hold for "hold-revocable kind connect path": kind is
 // Mutex, Read or Write, made revocable before it is acquired. Once it holds
 // the lock and Curator called its revocation listener (see Revoke), the
