@@ -2,6 +2,7 @@ package dsync_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -24,7 +25,18 @@ var shared *zktest.Server
 // java runs Curator 5.4 (Debian's jars) for the interop tests.
 var java *curator.Tool
 
+// parallelTests is how many of the package's parallel tests run at once
+// unless -parallel says otherwise: they wait on timeouts, reconnects and
+// Curator's JVMs far more than they compute, so more of them than the
+// machine has cores (go test's default) keep its two cores busy.
+const parallelTests = 4
+
 func TestMain(m *testing.M) {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", fmt.Sprint(parallelTests))
+	}
 	srv, err := zktest.StartServer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -42,6 +42,7 @@ func ownedChild(t *testing.T, obs *zk.Conn, path string, id int64) string {
 // again behind C and gets the lock only after C unlocks. Covers claim's
 // Stop-then-re-read. Passes.
 func TestReviewHold2ClaimAfterReconnectOwnDeleted(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, variant := range []string{"down", "multi"} {
 		t.Run(variant, func(t *testing.T) {
 			srv, px, s, obs := rhSetup(t, 20*time.Second)

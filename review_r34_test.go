@@ -391,6 +391,7 @@ func TestReviewR34OperatorDeletesWaitingPredecessor(t *testing.T) {
 // same Session, may create its node before the delete is sent again. It
 // must hold only once the old node is gone, with one node (passes).
 func TestReviewR34LockAfterUnlockCut(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

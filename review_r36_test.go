@@ -21,6 +21,7 @@ import (
 // room succeeds): the given-up lease is among the session's deletes under
 // way, so the grant waits for it instead of failing. Several rounds.
 func TestReviewR36WeightedTryAfterLeaseGiveUp(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	leases := path + "/leases"
@@ -58,6 +59,7 @@ func TestReviewR36WeightedTryAfterLeaseGiveUp(t *testing.T) {
 // nothing held anywhere, must succeed: the given-up read node is among the
 // session's deletes under way (0b3c448's CreateTouching give-up).
 func TestReviewR36TryLockAfterDowngradeGiveUp(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	persistentParents(t, obs, path)

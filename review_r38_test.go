@@ -257,6 +257,7 @@ func r38Pending(t *testing.T, what string, res <-chan error) {
 // handoff signal. b leads only once a and c have resigned, with one node,
 // and nothing is left (nodes, watches) after b resigns.
 func TestReviewR38CampaignReplySwallowed(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, tc := range []struct {
 		name  string
 		match func(path string) zktest.Match
@@ -508,6 +509,7 @@ func TestReviewR38ObserveReplySwallowed(t *testing.T) {
 // the run is recorded, a Do that fails fails before f with ErrLockLost, and
 // nothing is left under the lock.
 func TestReviewR38OnceReplySwallowed(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, tc := range []struct {
 		name  string
 		match func(path string) zktest.Match
@@ -656,6 +658,7 @@ func TestReviewR38OnceResetRetryDeletesLaterRecord(t *testing.T) {
 // holder once (the node's data version 1), returns it with a nil error, and
 // the holder sees the request.
 func TestReviewR38RevokeHoldersReplySwallowed(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, tc := range []struct {
 		name  string
 		match func(path string) zktest.Match

@@ -151,6 +151,7 @@ func TestReviewR39WeightedFirstCreateCut(t *testing.T) {
 // operator the Reset did nothing, and a Reset run again deletes the record
 // of the run that came after this one.
 func TestReviewR39OnceResetSessionLostUnknown(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)

@@ -58,6 +58,7 @@ func r41Queue(t *testing.T, ctx context.Context, path string, obs *zk.Conn) *r41
 // next connection (to a server that may lag behind the notification), the
 // watch proves nothing about a delete of the node before it.
 func TestReviewR41RewatchAfterDropKeepsReread(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	obs := observer(t, shared.Addr())
 	for i := range 4 { // the waiter takes one of two ready events, at random
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

@@ -406,6 +406,7 @@ func TestReviewRevokeLoseReplyWritesOnce(t *testing.T) {
 // first orphan. When nothing is orphaned, it also checks that no watch is
 // left and the MultiLock can be taken again.
 func TestReviewRevokeMultiCanceledMidCreate(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	obs := observer(t, shared.Addr())
 	for attempt := range 8 {
 		path := fmt.Sprintf("%s/%d", lockPath(t), attempt)
@@ -685,6 +686,7 @@ func rrChildrenNone(t *testing.T, obs *zk.Conn, path string) <-chan struct{} {
 // is with go-zookeeper's reader noticing the close, so the test runs the
 // interleaving up to 12 times and stops at the first orphan.
 func TestReviewRevokeUnlockAsConnectionDropsOrphansNode(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	obs := observer(t, shared.Addr())

@@ -179,6 +179,9 @@ func TestReviewSignalWatchOutAtGiveUp(t *testing.T) {
 // request is still unanswered on, before that connection drops. It is
 // black-holed there (the connection then stays up, nothing answered, until
 // Heal), and W's Handle of that connection must not be suspended by then.
+// W sends its reads of X's node and of its own beside the exists request,
+// in any order: their replies are swallowed too, else one that came after
+// the exists request's would close the connection at once.
 func TestReviewGiveUpDeleteAfterLostReply(t *testing.T) {
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -198,14 +201,21 @@ func TestReviewGiveUpDeleteAfterLostReply(t *testing.T) {
 	go func() { _, err := x.LockContext(ctx); xdone <- err }()
 	nodeX := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[1]
 
-	f := p.Strike(zktest.Match{Op: zktest.OpExists, Path: nodeX + ".handoff"}, zktest.Drop)
+	// Armed in this order, the last matches only W's read of its own node.
+	follow := []*zktest.Fault{
+		p.Strike(zktest.Match{Op: zktest.OpExists, Path: nodeX + ".handoff"}, zktest.Drop),
+		p.Strike(zktest.Match{Op: zktest.OpGetData, Path: nodeX}, zktest.Drop),
+		p.Strike(zktest.Match{Op: zktest.OpGetData, Path: path + "/", Prefix: true}, zktest.Drop),
+	}
 	w := dsync.NewMutex(sw, path)
 	ctxW, cancelW := context.WithCancel(ctx)
 	defer cancelW()
 	wdone := make(chan error, 1)
 	go func() { _, err := w.LockContext(ctxW); wdone <- err }()
 	nodeW := path + "/" + orderedNames(awaitChildren(t, obs, path, 3))[2]
-	<-f.Struck() // the exists watch on X's signal is set; its reply is gone
+	for _, f := range follow {
+		r38Struck(t, f, wdone) // the watches are set; their replies are gone
+	}
 	// The Handle of the connection the exists request is out on.
 	hw, err := sw.Current(ctx)
 	if err != nil {
@@ -446,6 +456,7 @@ func TestReviewGiveUpSignalBeforeSetWatches(t *testing.T) {
 // counted once). takeBack's signal is cut, and sent again on the next
 // connection before the setWatches chunk that carries X's signal.
 func TestReviewTakeBackAfterRevokedPredecessor(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := setupSignal(t, ctx, true)
@@ -473,6 +484,7 @@ func TestReviewTakeBackAfterRevokedPredecessor(t *testing.T) {
 // fails. That failure must not make the first request's watch, still in
 // go-zookeeper's table, wanted again (a count per path did).
 func TestReviewFailedExistsKeepsUnwanted(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st := setupSignal(t, ctx, false)

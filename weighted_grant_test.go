@@ -426,6 +426,7 @@ func TestWeightedHeadWhoseLockNodeWasDeletedWhileWaitingForRoom(t *testing.T) {
 // to be cut: the one the proxy sees first is cut, and the other goes out
 // only on the next connection.
 func TestWeightedListsLeasesAfterFirstCreate(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	path := lockPath(t)
 	leases := path + "/leases"
 	p := zktest.NewProxy(t, shared.Addr())
