@@ -32,11 +32,9 @@ var java *curator.Tool
 const parallelTests = 4
 
 func TestMain(m *testing.M) {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		flag.Set("test.parallel", fmt.Sprint(parallelTests))
-	}
+	// The default only: m.Run parses the command line after, and a
+	// -parallel given there wins.
+	flag.Set("test.parallel", fmt.Sprint(parallelTests))
 	srv, err := zktest.StartServer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
