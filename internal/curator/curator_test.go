@@ -507,6 +507,60 @@ func TestSemaphoreLayout(t *testing.T) {
 	}
 }
 
+// TestHoldCount checks HoldCount: the semaphore's maximum is the SharedCount
+// at count, followed while the holder waits. With the count at 1 a second
+// holder queues behind the first; raising the count to 2 grants it while the
+// first still holds.
+func TestHoldCount(t *testing.T) {
+	t.Parallel()
+	addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
+	count := path + "-count"
+	setCount := func(v int) {
+		t.Helper()
+		out, err := tool.Run(ctx, "count-set", addr, count, strconv.Itoa(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != 1 || out[0] != "ok" {
+			t.Fatalf("count-set printed %q, want [ok]", out)
+		}
+	}
+	holdCount := func() *Holder {
+		t.Helper()
+		h, err := tool.HoldCount(ctx, addr, path, count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Kill)
+		return h
+	}
+	c := dialZK(t, addr)
+
+	setCount(1)
+	a := holdCount()
+	waitAcquired(t, a)
+	if dir, name := filepath.Split(a.Node()); dir != path+"/leases/" || !leaseRE.MatchString(name) {
+		t.Fatalf("lease node %q, want %s/leases/_c_<uuid>-lease-<10 digits>", a.Node(), path)
+	}
+	b := holdCount()
+	zktest.AwaitChildren(t, c, path+"/leases", 2)
+	if isAcquired(b) {
+		t.Fatal("second lease granted with the count at 1")
+	}
+	setCount(2)
+	waitAcquired(t, b)
+	// Both hold at once: the first lease is still there.
+	if ok, _, err := c.Exists(a.Node()); err != nil || !ok {
+		t.Fatalf("first lease %s after the second was granted: exists %v, %v", a.Node(), ok, err)
+	}
+	for _, h := range []*Holder{a, b} {
+		if err := h.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zktest.AwaitChildren(t, c, path+"/leases", 0)
+}
+
 func TestSemaphoreMutexHandoff(t *testing.T) {
 	t.Parallel()
 	addr, path, ctx := zkAddr(t), testPath(t), testContext(t)
