@@ -76,6 +76,34 @@ func TestRWMutexReadersShareWriterExcludes(t *testing.T) {
 
 // TestRWMutexReaderWaitsBehindWriter: a reader that comes while a writer
 // waits behind readers waits behind the writer (no writer starvation).
+// TestRWMutexRLocker checks that RLocker's Lock and Unlock take and give
+// back a read hold of rw: a reader of another session shares it, a writer
+// is kept out until Unlock.
+func TestRWMutexRLocker(t *testing.T) {
+	path := lockPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rw := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path)
+	other := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path)
+	l := rw.RLocker()
+	l.Lock()
+	if ps := rwParticipants(t, other); len(ps) != 1 || !ps[0].Reader || ps[0].Waiting {
+		t.Fatalf("participants while RLocker holds = %+v; want one reader holding", ps)
+	}
+	if _, err := other.TryRLockContext(ctx); err != nil {
+		t.Fatalf("TryRLockContext beside RLocker's hold = %v; want nil", err)
+	}
+	other.RUnlock()
+	if _, err := other.TryLockContext(ctx); !errors.Is(err, dsync.ErrWouldBlock) {
+		t.Fatalf("TryLockContext while RLocker holds = %v; want ErrWouldBlock", err)
+	}
+	l.Unlock()
+	if _, err := other.LockContext(ctx); err != nil {
+		t.Fatalf("LockContext after RLocker's Unlock = %v", err)
+	}
+	other.Unlock()
+}
+
 func TestRWMutexReaderWaitsBehindWriter(t *testing.T) {
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
