@@ -118,16 +118,17 @@ func compare(a, b queued) int {
 // may have given up, or expired, with nodes still ahead of it), and listing
 // again would put a round trip on the path of every handoff. So when the
 // predecessor is a node of ours (zkconn.IsNative), the waiter also sets an
-// exists watch on the predecessor's handoff signal (handoffPath): the head of
-// a queue deletes its node and sends that signal in one transaction, and no
-// one else sends it while the waiter waits (see entry.fire). The signal
-// proves the waiter first; a departure without it (a giving up, an expiry,
-// a Curator node) makes the waiter list again, and take back its watch on
-// the signal that was not sent (entry.takeBack). A contended handoff is then
-// one transaction and one notification: a waiter costs a create, a listing,
-// the watches and the delete, and one more listing (with the transaction
-// that takes the watch back, beside it) only after a departure other than a
-// handoff.
+// exists watch on the predecessor's handoff signal (handoffPath): the head
+// of a queue deletes its node and sends that signal in one transaction, and
+// no one else sends it while the waiter waits (see entry.fire). The signal
+// proves the waiter first (the signal's path is dsync's: a node someone else
+// made there would read as the signal, as the README says); a departure
+// without it (a giving up, an expiry, a Curator node) makes the waiter list
+// again, and take back its watch on the signal that was not sent
+// (entry.takeBack). A contended handoff is then one transaction and one
+// notification: a waiter costs a create, a listing, the watches and the
+// delete, and one more listing (with the transaction that takes the watch
+// back, beside it) only after a departure other than a handoff.
 //
 // An RWMutex's readers and writers share one queue (rw set). A writer waits
 // as above; readers send no handoff signal, as a reader that leaves proves
