@@ -153,6 +153,8 @@ func (h Handle) DoOnce(ctx context.Context, op func(*zk.Conn) error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, errNotSent):
+		return ErrClosed
 	case transient(err), ctx.Err() != nil && errors.Is(err, ctx.Err()), errors.Is(err, ErrSessionLost), errors.Is(err, ErrClosed):
 		return fmt.Errorf("%w: %w", ErrUnknownOutcome, h.sessionError(err))
 	}
@@ -166,6 +168,10 @@ func (h Handle) call(ctx context.Context, op func(*zk.Conn) error) error {
 	return h.callOr(ctx, op, nil)
 }
 
+// errNotSent is callOr's error when the Session was closed before op was
+// sent: it wraps ErrClosed, and tells DoOnce that the outcome is known.
+var errNotSent = fmt.Errorf("%w", ErrClosed)
+
 // callOr is call, with abandoned run on op's goroutine, given op's error, if
 // the caller returned before op did: it undoes what op may have done.
 // Exactly one of the two takes op's outcome.
@@ -178,7 +184,7 @@ func (h Handle) callOr(ctx context.Context, op func(*zk.Conn) error, abandoned f
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ErrClosed
+		return errNotSent
 	}
 	s.bg.Add(1)
 	s.mu.Unlock()
