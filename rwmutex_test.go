@@ -74,8 +74,6 @@ func TestRWMutexReadersShareWriterExcludes(t *testing.T) {
 	awaitChildren(t, obs, path, 0)
 }
 
-// TestRWMutexReaderWaitsBehindWriter: a reader that comes while a writer
-// waits behind readers waits behind the writer (no writer starvation).
 // TestRWMutexRLocker checks that RLocker's Lock and Unlock take and give
 // back a read hold of rw: a reader of another session shares it, a writer
 // is kept out until Unlock.
@@ -104,6 +102,8 @@ func TestRWMutexRLocker(t *testing.T) {
 	other.Unlock()
 }
 
+// TestRWMutexReaderWaitsBehindWriter: a reader that comes while a writer
+// waits behind readers waits behind the writer (no writer starvation).
 func TestRWMutexReaderWaitsBehindWriter(t *testing.T) {
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
