@@ -177,16 +177,17 @@ var errNotSent = fmt.Errorf("%w", ErrClosed)
 // Exactly one of the two takes op's outcome.
 func (h Handle) callOr(ctx context.Context, op func(*zk.Conn) error, abandoned func(error)) error {
 	conn := h.Conn()
-	inline := ctx.Done() == nil // asked before s.mu: ctx is the caller's
+	if ctx.Done() == nil {
+		if h.s.isClosing() {
+			return errNotSent
+		}
+		return op(conn)
+	}
 	s := h.s
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return errNotSent
-	}
-	if inline {
-		s.mu.Unlock()
-		return op(conn)
 	}
 	s.bg.Add(1)
 	s.mu.Unlock()
