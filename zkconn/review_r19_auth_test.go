@@ -23,7 +23,8 @@ import (
 // it is.
 type r19Dialer struct {
 	targets []string
-	hole    string // a black-holed proxy
+	hole    string        // a black-holed proxy
+	holed   chan struct{} // closed once a connection went to the hole
 	mode    atomic.Int32
 
 	mu       sync.Mutex
@@ -47,6 +48,7 @@ func (d *r19Dialer) dial(network, address string, timeout time.Duration) (net.Co
 		return nil, errors.New("r19: connection refused")
 	case r19Hole:
 		if d.mode.CompareAndSwap(r19Hole, r19Refuse) {
+			close(d.holed)
 			return net.DialTimeout(network, d.hole, timeout)
 		}
 		return nil, errors.New("r19: connection refused")
@@ -129,7 +131,7 @@ func TestReviewR19AuthQueuedWhileDisconnected(t *testing.T) {
 	// once it has tried them all).
 	a, b := zktest.NewProxy(t, shared.Addr()), zktest.NewProxy(t, shared.Addr())
 	_, livePort, _ := net.SplitHostPort(live.Addr())
-	d := &r19Dialer{targets: []string{a.Addr(), b.Addr()}, hole: hole.Addr(), pingHeld: make(chan struct{}), holdPing: true}
+	d := &r19Dialer{targets: []string{a.Addr(), b.Addr()}, hole: hole.Addr(), holed: make(chan struct{}), pingHeld: make(chan struct{}), holdPing: true}
 
 	dns := &fakeDNS{name: "zk2.r19.test"} // NXDOMAIN for now
 	var gate atomic.Pointer[chan struct{}]
@@ -180,7 +182,14 @@ func TestReviewR19AuthQueuedWhileDisconnected(t *testing.T) {
 		return false
 	})
 	d.mode.Store(r19Hole)
-	d.closeAll()       // the connection drops; go-zookeeper reconnects into the black hole
+	d.closeAll() // the connection drops; go-zookeeper reconnects into the black hole
+	// Only then does zk2 resolve: a *zk.Conn started after a lookup found
+	// it would otherwise take the hole instead.
+	select {
+	case <-d.holed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("go-zookeeper did not reconnect into the black hole within 30s")
+	}
 	dns.on.Store(true) // zk2 resolves, to a live server
 	start := time.Now()
 	var lookups atomic.Int64
