@@ -124,6 +124,9 @@ func TestRWMutexReaderWaitsBehindWriter(t *testing.T) {
 	if _, err := r2.TryRLockContext(ctx); !errors.Is(err, dsync.ErrWouldBlock) {
 		t.Fatalf("TryRLockContext behind a waiting writer = %v; want ErrWouldBlock", err)
 	}
+	// The Try's node, made before it returned, is deleted without waiting:
+	// gone before the count below, which is then of the reader's node.
+	awaitChildren(t, obs, path, 2)
 	rdone := make(chan error, 1)
 	go func() {
 		_, err := r2.RLockContext(ctx)
