@@ -360,11 +360,23 @@ func TestReviewR33InteropCuratorHeadAfterDeletedLockNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := awaitChildren(t, obs, leases, 1)
-	s := dial(t, []string{shared.Addr()})
+	p := zktest.NewProxy(t, shared.Addr())
+	s := dial(t, []string{p.Addr()})
 	w := dsync.NewWeighted(s, path, 1)
+	// The acquirer's read of its own lock node, after its watched listing
+	// and before it waits: the lock node is deleted only once that read is
+	// answered. Deleted before, the read fails and the acquirer queues
+	// again at once, ahead of Curator's node, which the test does not pin.
+	vouched := p.Strike(zktest.Match{Op: zktest.OpGetData, Path: locks + "/", Prefix: true}, zktest.Pass)
+	defer vouched.Disarm()
 	res := make(chan error, 1)
 	go func() { res <- w.Acquire(ctx, 1) }()
-	awaitClientWatch(t, connOf(t, s), leases, res) // waits for room, vouched
+	select {
+	case <-vouched.Struck():
+	case err := <-res:
+		t.Fatalf("Acquire = %v while the only lease is held", err)
+	}
+	awaitClientWatch(t, connOf(t, s), leases, res) // waits for room
 	first := slices.DeleteFunc(awaitChildren(t, obs, leases, 2), func(k string) bool { return k == held[0] })[0]
 	lock := awaitChildren(t, obs, locks, 1)[0]
 	if err := obs.Delete(locks+"/"+lock, -1); err != nil {
