@@ -228,6 +228,9 @@ func TestWeightedLockWaiterWhoseNodeWasDeletedCreatesNoLease(t *testing.T) {
 	if err := a.Acquire(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
+	// A's internal lock goes without waiting for the network: gone before
+	// B's lock node is picked out below as the only one.
+	awaitChildren(t, obs, path+"/locks", 0)
 	var inside atomic.Int32
 	granted := make(chan string, 3)
 	release := make(chan struct{})
