@@ -334,8 +334,12 @@ func TestWeightedCount(t *testing.T) {
 	}
 	b.Release(1)
 	// Release does not wait for its delete, and a is on another session:
-	// wait until the server has applied it (and a's own).
+	// wait until the server has applied it (and a's own). So must b's
+	// failed TryAcquire's internal lock node go, deleted without waiting
+	// and not ordered with Release's delete: a's TryAcquire would fail
+	// behind it.
 	awaitChildren(t, obs, path+"/leases", 0)
+	awaitChildren(t, obs, path+"/locks", 0)
 	if !a.TryAcquire(1) {
 		t.Fatal("TryAcquire failed with nothing held")
 	}
