@@ -252,7 +252,16 @@ func TestMutexHandoffWithoutListing(t *testing.T) {
 	}
 	line := orderedNames(children(t, obs, path))
 	for i, w := range ws {
-		awaitWatch(t, shared, path+"/"+line[i], sessionID(t, w.sess))
+		// Every watch a waiter sets before it waits, not only the one on
+		// its predecessor: it sends them side by side (see follow), and
+		// one written after that one's reply came back would be counted
+		// below as a request of the handoff.
+		id := sessionID(t, w.sess)
+		awaitWatch(t, shared, path+"/"+line[i], id)
+		awaitWatch(t, shared, path+"/"+line[i+1], id) // its own node
+		if i > 0 {
+			awaitWatch(t, shared, path+"/"+line[i]+".handoff", id)
+		}
 	}
 	release := holder.Unlock
 	for i, w := range ws {
