@@ -77,6 +77,10 @@ func TestReviewR39WeightedCycleRequests(t *testing.T) {
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())
 	w := dsync.NewWeighted(dial(t, []string{p.Addr()}), path, 3)
+	// Persistent parents, not the containers the first cycle would make:
+	// ZooKeeper reaps an empty container (a check every 60 s), and the
+	// next cycle would then make it again, with requests of its own.
+	r33Parents(t, obs, path)
 	cycle := func(n int64) int64 {
 		before := p.Requests()
 		if err := w.Acquire(ctx, n); err != nil {
