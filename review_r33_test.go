@@ -182,6 +182,12 @@ func TestReviewR33CountDeletedDuringWait(t *testing.T) {
 		}
 	}
 	awaitWatch(t, shared, maxPath, conn.SessionID())
+	// The server holds the watch once it has served the read; go-zookeeper
+	// once it has read the reply. A request of conn's answered after it:
+	// the reply is read.
+	if _, _, err := conn.Exists("/"); err != nil {
+		t.Fatal(err)
+	}
 	data, _, err := obs.Get(maxPath)
 	if err != nil || len(data) != 4 || data[3] != 1 {
 		t.Fatalf("count made again = %v, %v; want the seed 1", data, err)
