@@ -384,9 +384,24 @@ func TestWeightedHeadWhoseLockNodeWasDeletedWhileWaitingForRoom(t *testing.T) {
 	if err := a.Acquire(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	s1 := dial(t, []string{shared.Addr()})
+	// A's internal lock goes without waiting for the network: gone before
+	// H1 queues, H1's first read under the internal lock is the one below.
+	awaitChildren(t, obs, path+"/locks", 0)
+	p1 := zktest.NewProxy(t, shared.Addr())
+	s1 := dial(t, []string{p1.Addr()})
 	h1 := dsync.NewWeighted(s1, path, 1)
+	// H1's read of its own lock node, after its watched listing and before
+	// it waits for room: the lock node is deleted only once that read is
+	// answered. Deleted before, the read fails and H1 queues again at once,
+	// ahead of H2, which the test does not pin.
+	vouched := p1.Strike(zktest.Match{Op: zktest.OpGetData, Path: path + "/locks/", Prefix: true}, zktest.Pass)
+	defer vouched.Disarm()
 	lock, h1SID, res1 := heldWaiting(t, ctx, obs, path, h1, s1)
+	select {
+	case <-vouched.Struck():
+	case err := <-res1:
+		t.Fatalf("H1: Acquire = %v while the only lease is held", err)
+	}
 	if err := obs.Delete(lock, -1); err != nil {
 		t.Fatal(err)
 	}
