@@ -121,20 +121,7 @@ func TestReviewListingCycleRequests(t *testing.T) {
 	// would make: ZooKeeper reaps an empty container (a check every 60 s),
 	// and the next cycle would then make it again, with requests of its
 	// own.
-	for {
-		_, err := obs.Create(path, nil, 0, zk.WorldACL(zk.PermAll))
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, zk.ErrNoNode) {
-			t.Fatal(err)
-		}
-		// "/dsync-test" is missing (a container, reaped): make it.
-		if _, err := obs.Create("/dsync-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { obs.Delete(path, -1) })
+	persistentParents(t, obs, path)
 	cycle := func() {
 		if _, err := m.LockContext(ctx); err != nil {
 			t.Fatal(err)
