@@ -404,30 +404,50 @@ func (c *closingCtx) Done() <-chan struct{} {
 	return c.Context.Done()
 }
 
-// TestReviewR48CloseBeforeSend pins callOr's closed Session (handle.go,
-// "if s.closed { ... return ErrClosed }"): Close lands between DoOnce's
-// wait for a connection and its request. The request is never sent, and
-// DoOnce says so: ErrClosed, not an unknown outcome.
+// TestReviewR48CloseBeforeSend pins callOr's closed checks (handle.go,
+// errNotSent): Close lands between DoOnce's wait for a connection and its
+// request. The request is never sent, and DoOnce says so: ErrClosed, not an
+// unknown outcome. With a ctx that can never be done (context.Background's
+// kind) callOr runs op inline, and checks on that path too: without that
+// check op runs on the closed *zk.Conn, which fails it with
+// zk.ErrConnectionClosed, a dropped connection, which DoOnce reports as an
+// unknown outcome.
 func TestReviewR48CloseBeforeSend(t *testing.T) {
-	p := zktest.NewProxy(t, shared.Addr())
-	s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
-	h := current(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	path := testRoot(t)
-	sent := p.Strike(zktest.Match{Path: path}, zktest.Pass)
-	defer sent.Disarm()
-	err := h.DoOnce(&closingCtx{Context: ctx, s: s}, func(c *zk.Conn) error {
-		_, err := c.Create(path, nil, 0, zk.WorldACL(zk.PermAll))
-		return err
-	})
-	if !errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownOutcome) {
-		t.Fatalf("DoOnce = %v; want ErrClosed, the request never sent", err)
-	}
-	select {
-	case <-sent.Struck():
-		t.Fatal("the request was sent")
-	default:
+	for _, tc := range []struct {
+		name string
+		ctx  func(t *testing.T) context.Context
+	}{
+		{"ctx can be done", func(t *testing.T) context.Context {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			t.Cleanup(cancel)
+			return ctx
+		}},
+		{"ctx never done", func(*testing.T) context.Context { return context.Background() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := zktest.NewProxy(t, shared.Addr())
+			s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
+			h := current(t, s)
+			path := testRoot(t)
+			sent := p.Strike(zktest.Match{Path: path}, zktest.Pass)
+			defer sent.Disarm()
+			err := h.DoOnce(&closingCtx{Context: tc.ctx(t), s: s}, func(c *zk.Conn) error {
+				_, err := c.Create(path, nil, 0, zk.WorldACL(zk.PermAll))
+				return err
+			})
+			if !errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownOutcome) {
+				t.Fatalf("DoOnce = %v; want ErrClosed, the request never sent", err)
+			}
+			select {
+			case <-sent.Struck():
+				t.Fatal("the request was sent")
+			default:
+			}
+			obs := zktest.Observer(t, shared.Addr())
+			if ok, _, err := obs.Exists(path); err != nil || ok {
+				t.Fatalf("Exists(%s) = %v, %v; want false: nothing sent", path, ok, err)
+			}
+		})
 	}
 }
 
