@@ -1,0 +1,101 @@
+package zkconn
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// Review round 53: DoOnce's outcome for a write that was sent, and applied,
+// when Close came.
+
+// TestReviewR53CloseWithWriteInFlight is the counterpart of the tests of a
+// Close before the request is sent (TestReviewR48CloseBeforeSend, with a
+// ctx that can be done and with one that cannot): the
+// write is sent, the server applies it and its reply is swallowed (Drop,
+// the connection stays up), and then the Session is closed. DoOnce must
+// report an unknown outcome (ErrUnknownOutcome), never the plain ErrClosed
+// of a request it did not send, which its callers take for "nothing was
+// written" (Value.Set).
+//
+//   - ctx never done: callOr runs op inline, and go-zookeeper fails the
+//     request with zk.ErrConnectionClosed once Close has begun (and
+//     isClosing holds).
+//   - ctx with a deadline: callOr returns at the session's loss (h.gen.cause,
+//     ErrClosed), op still running on its goroutine: op holds on after its
+//     request until DoOnce has returned, so that the loss, not op's error,
+//     decides.
+func TestReviewR53CloseWithWriteInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inline bool
+	}{
+		{"ctx never done", true},
+		{"ctx with a deadline", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := zktest.NewProxy(t, shared.Addr())
+			s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
+			h := current(t, s)
+			obs := zktest.Observer(t, shared.Addr())
+			if _, err := obs.Create("/zkconn-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				t.Fatal(err)
+			}
+			path := testRoot(t)
+			if _, err := obs.Create(path, []byte("old"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { obs.Delete(path, -1) })
+			dropped := p.Strike(zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.Drop)
+			defer dropped.Disarm()
+			ctx := context.Background()
+			var hold chan struct{} // closed once DoOnce has returned
+			if !tc.inline {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				hold = make(chan struct{})
+			}
+			res := make(chan error, 1)
+			go func() {
+				res <- h.DoOnce(ctx, func(c *zk.Conn) error {
+					_, err := c.Set(path, []byte("new"), -1)
+					if hold != nil {
+						<-hold
+					}
+					return err
+				})
+			}()
+			select {
+			case <-dropped.Struck(): // applied, its reply swallowed
+			case err := <-res:
+				t.Fatalf("DoOnce returned %v before its write was applied", err)
+			}
+			closed := make(chan struct{})
+			go func() {
+				defer close(closed)
+				s.Close() // waits for op's goroutine, if any
+			}()
+			var err error
+			select {
+			case err = <-res:
+			case <-time.After(30 * time.Second):
+				t.Fatal("DoOnce did not return within 30s of Close")
+			}
+			if hold != nil {
+				close(hold)
+			}
+			<-closed
+			if data, _, gerr := obs.Get(path); gerr != nil || string(data) != "new" {
+				t.Fatalf("Get(%s) = %q, %v; want \"new\": the write was applied", path, data, gerr)
+			}
+			if !errors.Is(err, ErrUnknownOutcome) || !errors.Is(err, ErrClosed) && !errors.Is(err, zk.ErrConnectionClosed) {
+				t.Fatalf("DoOnce of a write applied, its reply lost to Close = %v; want an error wrapping ErrUnknownOutcome (and the cause)", err)
+			}
+		})
+	}
+}
