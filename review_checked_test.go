@@ -3,6 +3,7 @@ package dsync_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 )
 
 // persistentParents creates p and its missing ancestors as persistent nodes,
-// deleted (with p's parent's locks child) when the test ends.
+// deleted when the test ends (and, for a p ending in /leases, its parent's
+// locks child).
 func persistentParents(t *testing.T, obs *zk.Conn, p string) {
 	t.Helper()
 	var made []string
@@ -30,8 +32,9 @@ func persistentParents(t *testing.T, obs *zk.Conn, p string) {
 		}
 	}
 	t.Cleanup(func() {
-		parent := p[:len(p)-len("/leases")]
-		obs.Delete(parent+"/locks", -1)
+		if parent, ok := strings.CutSuffix(p, "/leases"); ok {
+			obs.Delete(parent+"/locks", -1)
+		}
 		for i := len(made) - 1; i >= 0; i-- {
 			obs.Delete(made[i], -1)
 		}

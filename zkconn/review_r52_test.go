@@ -10,10 +10,10 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Review round 53: DoOnce's outcome for a write that was sent, and applied,
+// Review round 52: DoOnce's outcome for a write that was sent, and applied,
 // when Close came.
 
-// TestReviewR53CloseWithWriteInFlight is the counterpart of the tests of a
+// TestReviewR52CloseWithWriteInFlight is the counterpart of the tests of a
 // Close before the request is sent (TestReviewR48CloseBeforeSend, with a
 // ctx that can be done and with one that cannot): the
 // write is sent, the server applies it and its reply is swallowed (Drop,
@@ -29,7 +29,7 @@ import (
 //     ErrClosed), op still running on its goroutine: op holds on after its
 //     request until DoOnce has returned, so that the loss, not op's error,
 //     decides.
-func TestReviewR53CloseWithWriteInFlight(t *testing.T) {
+func TestReviewR52CloseWithWriteInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		inline bool
