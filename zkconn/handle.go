@@ -155,7 +155,10 @@ func (h Handle) DoOnce(ctx context.Context, op func(*zk.Conn) error) error {
 		return nil
 	case errors.Is(err, errNotSent):
 		return ErrClosed
-	case transient(err), ctx.Err() != nil && errors.Is(err, ctx.Err()), errors.Is(err, ErrSessionLost), errors.Is(err, ErrClosed):
+	case transient(err), ctx.Err() != nil && errors.Is(err, ctx.Err()), errors.Is(err, ErrSessionLost), errors.Is(err, ErrClosed),
+		// go-zookeeper fails requests it has sent with this too, when
+		// its client is closed.
+		errors.Is(err, zk.ErrClosing):
 		return fmt.Errorf("%w: %w", ErrUnknownOutcome, h.sessionError(err))
 	}
 	return h.sessionError(err)

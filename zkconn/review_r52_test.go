@@ -99,3 +99,46 @@ func TestReviewR52CloseWithWriteInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewR52ClosingAfterSend pins DoOnce's reading of zk.ErrClosing:
+// go-zookeeper fails the requests it has sent with it when its client is
+// closed (flushRequests), and a caller whose goroutine reaches its select
+// only after that sees it as often as ErrConnectionClosed (both are ready).
+// Such a request may have been applied: DoOnce must say the outcome is
+// unknown, not the ErrClosed of a request never sent. No fault makes
+// go-zookeeper pick one of two ready channels, so op here sends the write
+// (applied, its reply swallowed) and returns zk.ErrClosing itself, as
+// go-zookeeper would in that window.
+func TestReviewR52ClosingAfterSend(t *testing.T) {
+	p := zktest.NewProxy(t, shared.Addr())
+	s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
+	h := current(t, s)
+	obs := zktest.Observer(t, shared.Addr())
+	if _, err := obs.Create("/zkconn-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	path := testRoot(t)
+	if _, err := obs.Create(path, []byte("old"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Delete(path, -1) })
+	dropped := p.Strike(zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.Drop)
+	defer dropped.Disarm()
+	set := make(chan error, 1)
+	err := h.DoOnce(context.Background(), func(c *zk.Conn) error {
+		go func() {
+			_, err := c.Set(path, []byte("new"), -1)
+			set <- err
+		}()
+		<-dropped.Struck() // applied, its reply swallowed
+		return zk.ErrClosing
+	})
+	s.Close()
+	<-set // the swallowed reply's request, failed by the close
+	if data, _, gerr := obs.Get(path); gerr != nil || string(data) != "new" {
+		t.Fatalf("Get(%s) = %q, %v; want \"new\": the write was applied", path, data, gerr)
+	}
+	if !errors.Is(err, ErrUnknownOutcome) || !errors.Is(err, zk.ErrClosing) {
+		t.Fatalf("DoOnce of a write sent, failed with zk.ErrClosing = %v; want an error wrapping ErrUnknownOutcome and the cause", err)
+	}
+}
