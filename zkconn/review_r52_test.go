@@ -13,6 +13,27 @@ import (
 // Review round 52: DoOnce's outcome for a write that was sent, and applied,
 // when Close came.
 
+// r52DroppedWrite returns a Session through a proxy, its Handle, an
+// observer, a node at path holding "old", and a Drop armed on the first
+// write of its data: applied, its reply swallowed.
+func r52DroppedWrite(t *testing.T) (*Session, Handle, *zk.Conn, string, *zktest.Fault) {
+	t.Helper()
+	p := zktest.NewProxy(t, shared.Addr())
+	s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
+	obs := zktest.Observer(t, shared.Addr())
+	if _, err := obs.Create("/zkconn-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	path := testRoot(t)
+	if _, err := obs.Create(path, []byte("old"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Delete(path, -1) })
+	dropped := p.Strike(zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.Drop)
+	t.Cleanup(dropped.Disarm)
+	return s, current(t, s), obs, path, dropped
+}
+
 // TestReviewR52CloseWithWriteInFlight is the counterpart of the tests of a
 // Close before the request is sent (TestReviewR48CloseBeforeSend, with a
 // ctx that can be done and with one that cannot): the
@@ -38,20 +59,7 @@ func TestReviewR52CloseWithWriteInFlight(t *testing.T) {
 		{"ctx with a deadline", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := zktest.NewProxy(t, shared.Addr())
-			s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
-			h := current(t, s)
-			obs := zktest.Observer(t, shared.Addr())
-			if _, err := obs.Create("/zkconn-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-				t.Fatal(err)
-			}
-			path := testRoot(t)
-			if _, err := obs.Create(path, []byte("old"), 0, zk.WorldACL(zk.PermAll)); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { obs.Delete(path, -1) })
-			dropped := p.Strike(zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.Drop)
-			defer dropped.Disarm()
+			s, h, obs, path, dropped := r52DroppedWrite(t)
 			ctx := context.Background()
 			var hold chan struct{} // closed once DoOnce has returned
 			if !tc.inline {
@@ -110,20 +118,7 @@ func TestReviewR52CloseWithWriteInFlight(t *testing.T) {
 // (applied, its reply swallowed) and returns zk.ErrClosing itself, as
 // go-zookeeper would in that window.
 func TestReviewR52ClosingAfterSend(t *testing.T) {
-	p := zktest.NewProxy(t, shared.Addr())
-	s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
-	h := current(t, s)
-	obs := zktest.Observer(t, shared.Addr())
-	if _, err := obs.Create("/zkconn-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		t.Fatal(err)
-	}
-	path := testRoot(t)
-	if _, err := obs.Create(path, []byte("old"), 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { obs.Delete(path, -1) })
-	dropped := p.Strike(zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.Drop)
-	defer dropped.Disarm()
+	s, h, obs, path, dropped := r52DroppedWrite(t)
 	set := make(chan error, 1)
 	err := h.DoOnce(context.Background(), func(c *zk.Conn) error {
 		go func() {
