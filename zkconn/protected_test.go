@@ -23,6 +23,7 @@ func TestCreateProtectedListing(t *testing.T) {
 	if err := h.CreateParents(ctx, root); err != nil {
 		t.Fatal(err)
 	}
+	keepParent(t, h, root) // each node is deleted before the next is made
 	for i := range 200 {
 		node, children, err := h.CreateProtectedListing(ctx, root, "lock-", nil)
 		if err != nil {

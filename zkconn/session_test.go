@@ -71,6 +71,20 @@ func testRoot(t *testing.T) string {
 	return fmt.Sprintf("/zkconn-test/%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), roots.Add(1))
 }
 
+// keepParent gives parent, a container that has had no child yet, one of
+// h's session's until it ends. ZooKeeper removes a container once its last
+// child is gone, at a check every 60 s: a test whose nodes under parent come
+// and go would otherwise find parent gone between two of its steps (a plain
+// create fails with zk.ErrNoNode; a protected create makes parent again,
+// and a listing sent beside a create that failed for want of it shows
+// nothing).
+func keepParent(t *testing.T, h Handle, parent string) {
+	t.Helper()
+	if _, err := h.Conn().Create(parent+"/keep", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("Create(%s/keep) = %v", parent, err)
+	}
+}
+
 func TestDialClose(t *testing.T) {
 	s := dial(t, []string{shared.Addr()})
 	if got := s.State(); got != StateConnected {
