@@ -618,6 +618,7 @@ func TestRecoverProtectedStranger(t *testing.T) {
 	if err := a.CreateParents(ctx, root); err != nil {
 		t.Fatal(err)
 	}
+	keepParent(t, a, root) // the stranger is deleted before a's node is made
 	stranger, err := b.Conn().Create(root+"/"+prefix+"lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		t.Fatal(err)
