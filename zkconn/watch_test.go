@@ -21,6 +21,10 @@ func TestWatch(t *testing.T) {
 	other := current(t, dial(t, []string{shared.Addr()})).Conn()
 	ctx := context.Background()
 	root := testRoot(t)
+	if err := h.CreateParents(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	keepParent(t, h, root) // the nodes below come and go; the last is made by a plain create
 	node := func() string {
 		t.Helper()
 		p, err := h.CreateProtected(ctx, root, "n-", nil)
