@@ -169,17 +169,17 @@ func TestWeightedParticipantsSharedSessionCountLowered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	obs := observer(t, shared.Addr())
+	// Persistent, so that the stranger's plain create below finds locks:
+	// ZooKeeper reaps an empty container (locks, once other's lock node is
+	// gone) at a check every 60 s.
+	r33Parents(t, obs, path)
 	count := dsync.NewCount(dial(t, []string{shared.Addr()}), path+"-count", 2)
 	other := dsync.NewWeightedCount(dial(t, []string{shared.Addr()}), path, count)
 	if err := other.Acquire(ctx, 2); err != nil { // full
 		t.Fatal(err)
 	}
 	// A stranger holds the internal lock while a and b queue behind it.
-	acl := zk.WorldACL(zk.PermAll)
-	if _, err := obs.Create(path+"/locks", nil, 0, acl); err != nil && err != zk.ErrNodeExists {
-		t.Fatal(err)
-	}
-	blocker, err := obs.Create(path+"/locks/lock-", nil, zk.FlagEphemeral|zk.FlagSequence, acl)
+	blocker, err := obs.Create(path+"/locks/lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		t.Fatal(err)
 	}
