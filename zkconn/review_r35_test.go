@@ -276,15 +276,7 @@ func TestReviewR35GiveUpForgotten(t *testing.T) {
 	if n != 0 {
 		t.Errorf("wire.pending = %d entries after the give-up settled; want none", n)
 	}
-	// A root that is gone has no children: ZooKeeper may have reaped it,
-	// an empty container, since the cleanup deleted its only child.
-	kids, _, err := zktest.Observer(t, shared.Addr()).Children(root)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		t.Fatal(err)
-	}
-	if len(kids) != 0 {
-		t.Errorf("children %v after the give-up settled; want none", kids)
-	}
+	noChildren(t, zktest.Observer(t, shared.Addr()), root, "after the give-up settled")
 }
 
 // TestReviewR35DeletesOf: Of matches a node of a given-up create only by
