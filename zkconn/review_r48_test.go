@@ -390,6 +390,11 @@ func TestReviewR48CreateParentsUnderEphemeral(t *testing.T) {
 	if err := h.CreateParents(ctx, eph+"/a/b"); !errors.Is(err, zk.ErrNoChildrenForEphemerals) {
 		t.Fatalf("CreateParents under an ephemeral node = %v; want zk.ErrNoChildrenForEphemerals", err)
 	}
+	// eph is not a container, so noChildren's leave for a reaped parent
+	// must not cover it: it is the operator's, and stays.
+	if ok, _, err := obs.Exists(eph); err != nil || !ok {
+		t.Fatalf("Exists(%s) = %v, %v after CreateParents failed; want the operator's node kept", eph, ok, err)
+	}
 	noChildren(t, obs, eph, "after CreateParents failed")
 }
 
