@@ -193,11 +193,7 @@ func reviewHoldCuts(t *testing.T, addr, plain string, opts ...Option) {
 		}
 	}
 	root := testRoot(t)
-	for _, q := range []string{"/zkconn-test", root} {
-		if _, err := obs.Create(q, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatal(err)
-		}
-	}
+	plainRoot(t, obs, root, nil)
 	type node struct {
 		path string
 		acl  []zk.ACL
@@ -323,11 +319,7 @@ func TestReviewHoldFaultAtAuth(t *testing.T) {
 				t.Fatal(err)
 			}
 			root := testRoot(t)
-			for _, q := range []string{"/zkconn-test", root} {
-				if _, err := obs.Create(q, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-					t.Fatal(err)
-				}
-			}
+			plainRoot(t, obs, root, nil)
 			path := root + "/n"
 			if _, err := obs.Create(path, []byte("a"), 0, zk.DigestACL(zk.PermAll, "u1", "p1")); err != nil {
 				t.Fatal(err)

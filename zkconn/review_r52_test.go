@@ -21,13 +21,8 @@ func r52DroppedWrite(t *testing.T) (*Session, Handle, *zk.Conn, string, *zktest.
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
 	obs := zktest.Observer(t, shared.Addr())
-	if _, err := obs.Create("/zkconn-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		t.Fatal(err)
-	}
 	path := testRoot(t)
-	if _, err := obs.Create(path, []byte("old"), 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
+	plainRoot(t, obs, path, []byte("old"))
 	t.Cleanup(func() { obs.Delete(path, -1) })
 	dropped := p.Strike(zktest.Match{Op: zktest.OpSetData, Path: path}, zktest.Drop)
 	t.Cleanup(dropped.Disarm)

@@ -325,11 +325,7 @@ func TestReviewTapReconnectsUnderLoad(t *testing.T) {
 	conn := h.Conn()
 	root := testRoot(t)
 	obs := zktest.Observer(t, srv.Addr())
-	for _, p := range []string{"/zkconn-test", root} {
-		if _, err := obs.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatal(err)
-		}
-	}
+	plainRoot(t, obs, root, nil)
 	datas := map[string][]byte{}
 	for i, size := range []int{0, 10, 4060, 4080, 4092, 4100, 9000, 70000, 300000} {
 		p := fmt.Sprintf("%s/n%d", root, i)

@@ -71,6 +71,27 @@ func testRoot(t *testing.T) string {
 	return fmt.Sprintf("/zkconn-test/%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), roots.Add(1))
 }
 
+// plainRoot makes root, a path from testRoot, as a persistent node holding
+// data, with obs. It makes /zkconn-test too when that is missing, and again
+// when ZooKeeper has reaped it between the two creates: the protected
+// creates of other tests make /zkconn-test a container, which the server
+// removes once empty, at a check every 60 s.
+func plainRoot(t *testing.T, obs *zk.Conn, root string, data []byte) {
+	t.Helper()
+	for {
+		_, err := obs.Create(root, data, 0, zk.WorldACL(zk.PermAll))
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			t.Fatalf("Create(%s) = %v", root, err)
+		}
+		if _, err := obs.Create("/zkconn-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("Create(/zkconn-test) = %v", err)
+		}
+	}
+}
+
 // keepParent gives parent, a container that has had no child yet, one of
 // h's session's until it ends. ZooKeeper removes a container once its last
 // child is gone, at a check every 60 s: a test whose nodes under parent come
