@@ -591,9 +591,6 @@ func TestMutexCutWhileWaiting(t *testing.T) {
 func TestMutexRefused(t *testing.T) {
 	parent := lockPath(t)
 	obs := observer(t, shared.Addr())
-	if _, err := obs.Create("/dsync-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		t.Fatal(err)
-	}
 	if _, err := obs.Create(parent, nil, 0, zk.WorldACL(zk.PermRead)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 		t.Fatal(err)
 	}

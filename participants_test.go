@@ -103,7 +103,7 @@ func TestWeightedParticipantsCuratorThreads(t *testing.T) {
 	path := lockPath(t)
 	c := observer(t, shared.Addr()) // the Curator client's session
 	acl := zk.WorldACL(zk.PermAll)
-	for _, p := range []string{"/dsync-test", path, path + "/locks", path + "/leases"} {
+	for _, p := range []string{path, path + "/locks", path + "/leases"} {
 		if _, err := c.Create(p, nil, 0, acl); err != nil && err != zk.ErrNodeExists {
 			t.Fatal(err)
 		}

@@ -12,15 +12,12 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// rfNoDeleteParent creates path (and /dsync-test) with an ACL that lets
+// rfNoDeleteParent creates path (its parent must exist) with an ACL that lets
 // anyone create, list and read children, but not delete them: every delete
 // of a child fails with NoAuth, a settled delete (logged, not retried) of a
 // node that stays.
 func rfNoDeleteParent(t *testing.T, obs *zk.Conn, path string) {
 	t.Helper()
-	if _, err := obs.Create("/dsync-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		t.Fatal(err)
-	}
 	if _, err := obs.Create(path, nil, 0, zk.WorldACL(zk.PermAll&^zk.PermDelete)); err != nil {
 		t.Fatal(err)
 	}

@@ -736,10 +736,8 @@ func TestReviewRWWriterOvertakesCurator55Downgrade(t *testing.T) {
 	defer cancel()
 	obs := observer(t, shared.Addr())
 	cur := observer(t, shared.Addr()) // the "Curator 5.5" client
-	for _, p := range []string{"/dsync-test", path} {
-		if _, err := cur.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatal(err)
-		}
+	if _, err := cur.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
 	}
 	const v4a, v4b = "3f2a6c1e-5b7d-4e21-9c3a-1d2e3f4a5b6c", "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 	wnode, err := cur.Create(path+"/_c_"+v4a+"-__WRIT__", []byte("curator"), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))

@@ -27,7 +27,7 @@ import (
 func TestReviewUsurpFirstListingRetriedAfterUsurperLease(t *testing.T) {
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
-	for _, p := range []string{"/dsync-test", path, path + "/leases", path + "/locks"} {
+	for _, p := range []string{path, path + "/leases", path + "/locks"} {
 		if _, err := obs.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && err != zk.ErrNodeExists {
 			t.Fatal(err)
 		}

@@ -140,9 +140,6 @@ func watchCount(t testing.TB, srv *zktest.Server) int {
 // (rfNoDeleteParent), for a Weighted at path, and removes them at the end.
 func refusingLeases(t *testing.T, obs *zk.Conn, path string) {
 	t.Helper()
-	if _, err := obs.Create("/dsync-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		t.Fatal(err)
-	}
 	if _, err := obs.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
@@ -363,6 +360,16 @@ func TestWeightedHeadWhoseLockNodeWasDeletedMakesNoLease(t *testing.T) {
 		if l != leases[0] && mustSessionOf(t, obs, path+"/leases/"+l) != h1SID {
 			t.Errorf("lease %s is neither H2's nor H1's waiting one", l)
 		}
+	}
+	// Two creates under leases and no delete: H2's lease and H1's waiting
+	// one. The create H1 sent again made nothing (a lease it made and then
+	// gave up would have moved the cversion by 2 more).
+	_, st, err := obs.Children(path + "/leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Cversion != 2 {
+		t.Errorf("cversion of %s/leases = %d; want 2: H1's create sent again made a lease", path, st.Cversion)
 	}
 	select {
 	case err := <-first:
