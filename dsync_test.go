@@ -2,7 +2,6 @@ package dsync_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -42,7 +41,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	shared = srv
-	err = persistentTestRoot(srv.Addr())
+	// lockPath's parent: persistent, so that no test races with ZooKeeper's
+	// removal of empty containers to make it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = zktest.CreatePersistent(ctx, []string{srv.Addr()}, "/dsync-test")
+	cancel()
 	var dir string
 	if err == nil {
 		dir, err = os.MkdirTemp("", "dsync-curator")
@@ -65,30 +68,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// persistentTestRoot makes /dsync-test, the parent of every lockPath, a
-// persistent node of the server at addr. dsync makes a lock's missing
-// parents containers, which ZooKeeper removes once they are empty, at a
-// check every 60 s; a test that makes a node under /dsync-test with a plain
-// create would fail if /dsync-test went just before. A persistent one stays
-// for the whole run, so tests on the shared server never make it.
-func persistentTestRoot(addr string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := zkconn.Dial(ctx, []string{addr})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	h, err := s.Current(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := h.Conn().Create("/dsync-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return fmt.Errorf("create /dsync-test: %w", err)
-	}
-	return nil
 }
 
 // dial opens a Session to addrs, closed when the test ends.
@@ -114,7 +93,7 @@ var (
 
 // lockPath returns a lock path unique to the test and to this run of it, the
 // same on every call within it. Its parent, /dsync-test, is persistent on
-// the shared server (persistentTestRoot).
+// the shared server (TestMain).
 func lockPath(t testing.TB) string {
 	if p, ok := lockPaths.Load(t); ok {
 		return p.(string)

@@ -71,6 +71,17 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 
+	// lockPath's parent: persistent, so that no test races with ZooKeeper's
+	// removal of empty containers to make it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = zktest.CreatePersistent(ctx, []string{shared.Addr()}, "/dsync-cmd-test")
+	cancel()
+	if err != nil {
+		shared.Close()
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "--- ZooKeeper server log (last lines):\n%s\n", lastLines(shared.Log(), 40))
@@ -97,7 +108,8 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// lockPath returns a lock path unique to the test and run.
+// lockPath returns a lock path unique to the test and run. Its parent,
+// /dsync-cmd-test, is persistent on the shared server (testMain).
 func lockPath(t testing.TB) string {
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	return fmt.Sprintf("/dsync-cmd-test/%s-%d", name, time.Now().UnixNano())

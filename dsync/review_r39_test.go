@@ -23,7 +23,7 @@ func TestReviewR39CmdResetTimedOutUnknown(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t)
-	for _, p := range []string{"/dsync-cmd-test", path, oncePath(path, "done")} {
+	for _, p := range []string{path, oncePath(path, "done")} {
 		if _, err := obs.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			t.Fatalf("Create(%s) = %v", p, err)
 		}

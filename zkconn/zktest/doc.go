@@ -59,7 +59,8 @@
 //
 // Tests that share a server share its tree: give each test its own root (for
 // example "/" + t.Name()), and leave stopping and pausing to tests that start
-// their own server.
+// their own server. CreatePersistent, called before m.Run, makes a parent of
+// those roots that stays for the whole run.
 //
 // # Failures on demand
 //
