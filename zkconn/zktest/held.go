@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"net"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // A heldConn keeps go-zookeeper from reading replies on a connection, past
@@ -23,6 +25,15 @@ type heldConn struct {
 }
 
 const holdFor = 100 * time.Millisecond
+
+// dialer returns the zk.Dialer of zktest's own go-zookeeper connections:
+// dialHeld under the race detector, net.DialTimeout otherwise.
+func dialer() zk.Dialer {
+	if raceEnabled {
+		return dialHeld
+	}
+	return net.DialTimeout
+}
 
 // dialHeld is a zk.Dialer that returns heldConns.
 func dialHeld(network, address string, timeout time.Duration) (net.Conn, error) {

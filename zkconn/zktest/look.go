@@ -1,11 +1,7 @@
 package zktest
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,63 +15,12 @@ import (
 // detector its first replies wait (see heldConn).
 func Observer(t testing.TB, addrs ...string) *zk.Conn {
 	t.Helper()
-	c, err := connect(addrs)
+	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithDialer(dialer()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-// connect returns a plain go-zookeeper connection to addrs, as Observer
-// describes it.
-func connect(addrs []string) (*zk.Conn, error) {
-	dial := zk.Dialer(net.DialTimeout)
-	if raceEnabled {
-		dial = dialHeld
-	}
-	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithDialer(dial))
-	return c, err
-}
-
-// CreatePersistent makes each of paths, in order, a persistent node with no
-// data and an open ACL on the ZooKeeper at addrs, unless a node is there
-// already; a path's parent must be there or come before it in paths. It is
-// for TestMain, to give a package's tests a root on a shared server that
-// stays for the whole run. Code under test may make a missing parent a
-// container, as dsync does, which ZooKeeper removes once it is empty, at a
-// check every 60 s: a test that made a node under such a root with a plain
-// create would fail if the check came just before. A create cut by a lost
-// connection is sent again. When ctx is done first, CreatePersistent
-// returns an error wrapping ctx.Err() (some of paths may have been made).
-func CreatePersistent(ctx context.Context, addrs []string, paths ...string) error {
-	c, err := connect(addrs)
-	if err != nil {
-		return fmt.Errorf("zktest: %w", err)
-	}
-	defer c.Close()
-	done := make(chan error, 1)
-	go func() {
-		for _, p := range paths {
-			_, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
-			for errors.Is(err, zk.ErrConnectionClosed) && ctx.Err() == nil { // after Close, every request fails so at once
-				_, err = c.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
-			}
-			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-				done <- fmt.Errorf("zktest: create %s: %w", p, err)
-				return
-			}
-		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		c.Close() // fails the create in flight
-		<-done
-		return fmt.Errorf("zktest: create %s: %w", strings.Join(paths, ", "), ctx.Err())
-	}
 }
 
 // AwaitChildren blocks until path has exactly n children and returns them,
