@@ -9,7 +9,6 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -138,45 +137,9 @@ func TestReviewDialFailureClosesConnection(t *testing.T) {
 	}
 }
 
-// synBlackHole returns the address of a listener that never accepts and
-// whose accept queue is full, so that the kernel drops every further SYN:
-// a TCP connect to it hangs until the dialer's timeout, as against a server
-// behind a firewall that drops packets, or a host that is down.
-func synBlackHole(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-	// Fill the accept queue (backlog 0 holds one connection).
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	// Check that the next connect hangs.
-	if c2, err := net.DialTimeout("tcp", addr, 50*time.Millisecond); err == nil {
-		c2.Close()
-		t.Fatal("the listener still completes connections")
-	}
-	return addr
-}
-
 // TestReviewDialMidConnect: a Dial whose ctx ends while go-zookeeper's TCP
 // connect is under way (a server that drops SYNs, as behind a firewall)
 // returns once that attempt ends, at go-zookeeper's connect timeout (1s).
 func TestReviewDialMidConnect(t *testing.T) {
-	failDial(t, synBlackHole(t))
+	failDial(t, zktest.Unreachable(t))
 }

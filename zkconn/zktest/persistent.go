@@ -21,11 +21,12 @@ import (
 // check every 60 s: a test that made a node under such a root with a plain
 // create would fail if the check came just before.
 //
-// A create that fails for want of a connection (cut, lost, refused, or a
-// session that expired) is sent again until ctx is done. Then
-// CreatePersistent returns an error wrapping ctx.Err(), within about a
-// second (go-zookeeper's wait for its session's close); some of paths may
-// have been made. It leaves no goroutine or connection behind.
+// Each create is sent once: a lost connection fails the call with
+// go-zookeeper's error, as does a server that is not serving
+// (zk.ErrNoServer). When ctx is done first, CreatePersistent returns an
+// error wrapping ctx.Err(), within about a second (go-zookeeper's wait for
+// its session's close); some of paths may have been made. It leaves no
+// goroutine or connection behind.
 func CreatePersistent(ctx context.Context, addrs []string, paths ...string) error {
 	var conns connSet
 	c, events, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithDialer(conns.dialer(dialer())))
@@ -34,9 +35,6 @@ func CreatePersistent(ctx context.Context, addrs []string, paths ...string) erro
 	}
 	defer func() {
 		c.Close()
-		// go-zookeeper's Close does not end a read of its handshake, which
-		// waits up to ten read timeouts (over a minute) on a server that
-		// answers nothing.
 		conns.close()
 		for range events { // closed once go-zookeeper's goroutines are done
 		}
@@ -44,15 +42,7 @@ func CreatePersistent(ctx context.Context, addrs []string, paths ...string) erro
 	done := make(chan error, 1)
 	go func() {
 		for _, p := range paths {
-			_, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
-			// Each of these fails a request that was never applied, or was
-			// (ErrNodeExists then): sending it again is safe. After Close they
-			// come at once, so the loop must end with ctx.
-			for (errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-				errors.Is(err, zk.ErrSessionExpired)) && ctx.Err() == nil {
-				_, err = c.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
-			}
-			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			if _, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 				done <- fmt.Errorf("zktest: create %s: %w", p, err)
 				return
 			}
@@ -63,7 +53,12 @@ func CreatePersistent(ctx context.Context, addrs []string, paths ...string) erro
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		c.Close() // fails the create waiting, and every one after it
+		// go-zookeeper's Close neither ends a read of its handshake, which
+		// waits up to ten read timeouts (over a minute) on a server that
+		// answers nothing, nor stops it dialing each of addrs in turn: so
+		// its connections go first, and no more are made.
+		conns.close()
+		c.Close() // fails the create waiting
 		<-done
 		return fmt.Errorf("zktest: create %s: %w", strings.Join(paths, ", "), ctx.Err())
 	}
@@ -80,13 +75,16 @@ type connSet struct {
 // dialer returns d recording its connections in s.
 func (s *connSet) dialer(d zk.Dialer) zk.Dialer {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		if s.isClosed() {
+			return nil, net.ErrClosed
+		}
 		c, err := d(network, address, timeout)
 		if err != nil {
 			return nil, err
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.closed {
+		if s.closed { // while it dialed
 			c.Close()
 			return nil, net.ErrClosed
 		}
@@ -95,6 +93,14 @@ func (s *connSet) dialer(d zk.Dialer) zk.Dialer {
 	}
 }
 
+func (s *connSet) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// close closes the connections made and refuses new ones; it may be called
+// more than once.
 func (s *connSet) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -73,41 +73,29 @@ func TestCreatePersistent(t *testing.T) {
 	}
 }
 
-// TestCreatePersistentSendsAgain: a create whose connection is cut before
-// the server has it (Cut), or after it applied it (Lose), is sent again on
-// the next connection, and the call succeeds.
-func TestCreatePersistentSendsAgain(t *testing.T) {
+// TestCreatePersistentLostConnection: a create whose connection is cut
+// fails the call, and a server that closes every connection at once, as one
+// still starting does, fails it with zk.ErrNoServer.
+func TestCreatePersistentLostConnection(t *testing.T) {
 	srv := Start(t)
-	c := Observer(t, srv.Addr())
 	p := NewProxy(t, srv.Addr())
-	for _, a := range []Action{Cut, Lose} {
-		path := "/" + a.String()
-		f := p.Strike(Match{Op: OpCreate, Path: path}, a)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := CreatePersistent(ctx, []string{p.Addr()}, path)
-		cancel()
-		select {
-		case <-f.Struck():
-		default:
-			t.Fatalf("%v: the fault at the create did not strike", a)
-		}
-		if ok, _, xerr := c.Exists(path); err != nil || xerr != nil || !ok {
-			t.Fatalf("%v: CreatePersistent(%s) = %v, then Exists = %v, %v; want nil and the node there", a, path, err, ok, xerr)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := p.Strike(Match{Op: OpCreate, Path: "/cut"}, Cut)
+	if err := CreatePersistent(ctx, []string{p.Addr()}, "/cut"); !errors.Is(err, zk.ErrConnectionClosed) {
+		t.Fatalf("CreatePersistent, its create cut = %v; want zk.ErrConnectionClosed", err)
 	}
-}
+	select {
+	case <-f.Struck():
+	default:
+		t.Fatal("the fault at the create did not strike")
+	}
 
-// TestCreatePersistentWaitsForAServer: while every connection is closed at
-// once, as by a server that is starting, the create waits (go-zookeeper fails
-// it with zk.ErrNoServer each time it has tried every server, once a second)
-// until ctx is done.
-func TestCreatePersistentWaitsForAServer(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	accepted := make(chan struct{}, 16)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -115,30 +103,10 @@ func TestCreatePersistentWaitsForAServer(t *testing.T) {
 				return
 			}
 			c.Close()
-			select {
-			case accepted <- struct{}{}:
-			default:
-			}
 		}
 	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	result := make(chan error, 1)
-	go func() { result <- CreatePersistent(ctx, []string{ln.Addr().String()}, "/a") }()
-	// A connection after the first comes after a failed round over the
-	// servers, which fails the create waiting with zk.ErrNoServer; the third
-	// comes a second after that one.
-	for n := 0; n < 3; {
-		select {
-		case <-accepted:
-			n++
-		case err := <-result:
-			t.Fatalf("CreatePersistent = %v while no server answered; want it to wait", err)
-		}
-	}
-	cancel()
-	if err := <-result; !errors.Is(err, context.Canceled) {
-		t.Fatalf("CreatePersistent, ctx canceled = %v; want the ctx's error", err)
+	if err := CreatePersistent(ctx, []string{ln.Addr().String()}, "/a"); !errors.Is(err, zk.ErrNoServer) {
+		t.Fatalf("CreatePersistent, every connection closed at once = %v; want zk.ErrNoServer", err)
 	}
 }
 
@@ -155,13 +123,33 @@ func TestCreatePersistentLeavesNothing(t *testing.T) {
 	defer cancel()
 	err := CreatePersistent(ctx, []string{hole.Addr()}, "/d")
 	deadline, _ := ctx.Deadline()
-	if over := time.Since(deadline); over > 20*time.Second {
-		t.Fatalf("CreatePersistent returned %v after its ctx's deadline; want it within seconds", over)
+	if over := time.Since(deadline); over > 5*time.Second {
+		t.Fatalf("CreatePersistent returned %v after its ctx's deadline; want about a second at most", over)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("CreatePersistent through a black hole = %v; want the ctx's error", err)
 	}
 	if err := goleak.Find(before); err != nil {
 		t.Fatalf("after CreatePersistent returned: %v", err)
+	}
+}
+
+// TestCreatePersistentSeveralDownServers: with six addresses of hosts that
+// are down, where each dial waits for its timeout (a second), CreatePersistent
+// still returns about a second after its ctx, not after a dial to each.
+func TestCreatePersistentSeveralDownServers(t *testing.T) {
+	var addrs []string
+	for range 6 {
+		addrs = append(addrs, Unreachable(t))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := CreatePersistent(ctx, addrs, "/a")
+	deadline, _ := ctx.Deadline()
+	if over := time.Since(deadline); over > 3*time.Second {
+		t.Fatalf("CreatePersistent returned %v after its ctx's deadline; want about a second at most", over)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CreatePersistent, every host down = %v; want the ctx's error", err)
 	}
 }
