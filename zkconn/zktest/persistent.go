@@ -22,11 +22,12 @@ import (
 // create would fail if the check came just before.
 //
 // Each create is sent once: a lost connection fails the call with
-// go-zookeeper's error, as does a server that is not serving
-// (zk.ErrNoServer). When ctx is done first, CreatePersistent returns an
-// error wrapping ctx.Err(), within about a second (go-zookeeper's wait for
-// its session's close); some of paths may have been made. It leaves no
-// goroutine or connection behind.
+// go-zookeeper's error (the create may have been applied), as does a server
+// that is not serving (zk.ErrNoServer). When ctx is done first,
+// CreatePersistent returns an error wrapping ctx.Err(), within about a
+// second (go-zookeeper's wait for its session's close; a session it got
+// then ends by timing out on the server); some of paths may have been made.
+// It leaves no goroutine or connection behind.
 func CreatePersistent(ctx context.Context, addrs []string, paths ...string) error {
 	var conns connSet
 	c, events, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithDialer(conns.dialer(dialer())))

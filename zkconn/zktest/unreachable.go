@@ -16,7 +16,7 @@ import (
 // make one, so it must be called from the goroutine running the test.
 func Unreachable(t testing.TB) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0) // no child process keeps it
 	if err != nil {
 		t.Fatal(err)
 	}
