@@ -37,7 +37,8 @@ func TestMain(m *testing.M) {
 }
 
 // testMain starts the server, builds dsync and the Curator tool (all three
-// at once), runs the tests and cleans up before looking for leaks.
+// at once), makes lockPath's parent, runs the tests and cleans up before
+// looking for leaks.
 func testMain(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "dsync-cmd-")
 	if err != nil {

@@ -76,7 +76,10 @@ type connSet struct {
 // dialer returns d recording its connections in s.
 func (s *connSet) dialer(d zk.Dialer) zk.Dialer {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		if s.isClosed() {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
 			return nil, net.ErrClosed
 		}
 		c, err := d(network, address, timeout)
@@ -92,12 +95,6 @@ func (s *connSet) dialer(d zk.Dialer) zk.Dialer {
 		s.conns = append(s.conns, c)
 		return c, nil
 	}
-}
-
-func (s *connSet) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
 }
 
 // close closes the connections made and refuses new ones; it may be called
