@@ -14,7 +14,9 @@ import (
 
 // CreatePersistent makes each of paths, in order, a persistent node with no
 // data and an open ACL on the ZooKeeper at addrs, unless a node is there
-// already; a path's parent must be there or come before it in paths. It is
+// already (whatever its kind: a container or ephemeral node there is not
+// made persistent); a path's parent must be there or come before it in
+// paths. It is
 // for TestMain, to give a package's tests a root on a shared server that
 // stays for the whole run. Code under test may make a missing parent a
 // container, as dsync does, which ZooKeeper removes once it is empty, at a

@@ -155,3 +155,39 @@ func TestCreatePersistentSeveralDownServers(t *testing.T) {
 		t.Fatalf("CreatePersistent, every host down = %v; want the ctx's error", err)
 	}
 }
+
+// TestConnSetDialEndingAfterClose: a dial under way when the set closes
+// gives no connection, even when it succeeds: go-zookeeper would otherwise
+// start a handshake on it, which on a server answering nothing holds
+// CreatePersistent's close for over a minute.
+func TestConnSetDialEndingAfterClose(t *testing.T) {
+	srv := Start(t)
+	hole := NewProxy(t, srv.Addr())
+	hole.BlackHole()
+	var s connSet
+	dialing, release := make(chan struct{}), make(chan struct{})
+	held := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		close(dialing)
+		<-release
+		return net.DialTimeout(network, address, timeout)
+	}
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		c, err := s.dialer(held)("tcp", hole.Addr(), time.Second)
+		res <- result{c, err}
+	}()
+	<-dialing
+	s.close()
+	close(release)
+	r := <-res
+	if r.c != nil {
+		r.c.Close()
+	}
+	if r.c != nil || !errors.Is(r.err, net.ErrClosed) {
+		t.Fatalf("dial ending after close = %v, %v; want no connection and net.ErrClosed", r.c, r.err)
+	}
+}
