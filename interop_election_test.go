@@ -156,6 +156,7 @@ func TestInteropElectionFailover(t *testing.T) {
 // LeaderSelector processes lead in turn on one path, and agree on the
 // leader.
 func TestInteropSelector(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	path := lockPath(t)

@@ -500,6 +500,7 @@ func checkRWQueue(t *testing.T, ctx context.Context, rw *dsync.RWMutex, path str
 // first waits, a reader behind any writer waits. Curator's holders agree,
 // and the queue drains in that order.
 func TestInteropRWParticipants(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -562,6 +563,7 @@ func TestInteropRWParticipants(t *testing.T) {
 // TestInteropRWMixedWaiting: readers and writers of each side wait for the
 // other side's holders and get in when they go.
 func TestInteropRWMixedWaiting(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	// A dsync reader and a Curator reader waiting behind a Curator writer
 	// both get in when it releases, and hold together.
 	t.Run("readers behind Curator writer", func(t *testing.T) {

@@ -81,6 +81,7 @@ func unlockAfterReconnect(t *testing.T, reconnect bool) bool {
 }
 
 func TestReview3UnlockVisibleAfterReconnect(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	if !unlockAfterReconnect(t, false) {
 		t.Fatal("control: release not visible after Unlock without a reconnect")
 	}

@@ -53,6 +53,7 @@ func newListingRig(t *testing.T, action zktest.Action) listingRig {
 // applied with its reply swallowed until a cut): b must wait behind a, hold
 // only after a's Unlock, and leave exactly one node.
 func TestReviewListingJoinFaults(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, action := range []zktest.Action{zktest.Lose, zktest.Cut, zktest.Drop} {
 		t.Run(action.String(), func(t *testing.T) {
 			r := newListingRig(t, action)

@@ -41,6 +41,7 @@ func r33Parents(t *testing.T, obs *zk.Conn, path string) {
 // reply comes out of turn and closes the connection, which fails the
 // create).
 func TestReviewR33TryAcquireAfterAbandonedCreate(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, tc := range []struct {
 		name  string
 		op    zktest.Op
@@ -287,6 +288,7 @@ func TestReviewR33WaitingLeaseDeleted(t *testing.T) {
 // forgetProtected's listing is held) counted the node as another holder's
 // lease and failed on a free semaphore. It waits for it now.
 func TestReviewR33TryAcquireAfterLostLeaseCreate(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	path := lockPath(t)
 	leases := path + "/leases"
 	obs := observer(t, shared.Addr())

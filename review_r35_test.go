@@ -23,6 +23,7 @@ import (
 // the Mutex, a writer before a reader and a reader before a writer
 // (passes).
 func TestReviewR35TryAfterGiveUpInFlight(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, tc := range []struct {
 		name string
 		run  func(s *zkconn.Session, path string) (giveUp func(context.Context) error, try func() (ok bool, undo func()))

@@ -18,6 +18,7 @@ import (
 // with exactly one node, nothing is recorded as being deleted, and a TryLock
 // after Unlock succeeds. No panic on a zero giveUp.
 func TestReviewR37LockNoDoneCreateReplyDropped(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	persistentParents(t, obs, path)

@@ -125,6 +125,7 @@ func r38Fast(t *testing.T) (*zktest.Proxy, *zkconn.Session) {
 // connection at the next reply (a ping's), Do sends the read again, and Get
 // returns the value, the node written once.
 func TestReviewR38GetReplySwallowed(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, op := range []zktest.Op{zktest.OpSync, zktest.OpGetData} {
 		t.Run(op.String(), func(t *testing.T) {
 			path := valuePath(t) + "/count"
@@ -380,6 +381,7 @@ func TestReviewR38CampaignGivenUpThenAgain(t *testing.T) {
 // again); b campaigns again at once while c waits. No two leaders: c leads
 // (it was next), b's new node waits behind c, and leads once c resigns.
 func TestReviewR38ResignDeleteReplyLostThenCampaign(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, action := range []zktest.Action{zktest.Drop, zktest.Cut, zktest.Lose} {
 		t.Run(action.String(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
@@ -438,6 +440,7 @@ func TestReviewR38ResignDeleteReplyLostThenCampaign(t *testing.T) {
 // It yields a when a campaigns and b when a resigns, nothing else, and
 // leaves no watch once b resigns.
 func TestReviewR38ObserveReplySwallowed(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)

@@ -155,6 +155,7 @@ func TestReviewRevokeMultiReadOnlyTwice(t *testing.T) {
 // it held both, while the other process holds a. LockContext would have
 // seen the loss and started again; Lock never looks.
 func TestReviewRevokeMultiLockReturnsLostMember(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	path := lockPath(t)

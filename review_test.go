@@ -150,6 +150,7 @@ func TestReviewAbandonedSignalWatchLeaks(t *testing.T) {
 // swallowed reply is settled at the next ping's: the Mutex case checks that
 // Unlock returns before that, on the connection still up.
 func TestReviewUnlockReturnsBeforeRelease(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own; Unlock must return before the next ping's reply, about 10 s away
 	p := zktest.NewProxy(t, shared.Addr())
 	sa := dial(t, []string{p.Addr()})
 	obs := observer(t, shared.Addr())

@@ -83,6 +83,7 @@ func deadlineOf(ctx context.Context) time.Time { d, _ := ctx.Deadline(); return 
 // without a deadline: Close ends the delete, sent closes, and that Acquire
 // returns ErrClosed promptly (no goroutine left: goleak in TestMain).
 func TestReview2CloseWhileDeletePending(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own; its 5 s bounds are for calls that return in under a millisecond
 	_, s, _, w, holder, path := r2Disconnected(t, 4*time.Second)
 	res := make(chan error, 1)
 	go func() { res <- w.Acquire(context.Background(), 1) }()
@@ -147,6 +148,7 @@ func TestReview2TryWhileDeleteUnsent(t *testing.T) {
 // the expiry, runs on the new session: it succeeds, and the old session's
 // lock node and lease are gone with it.
 func TestReview2ExpiryBetweenCreateAndResentDelete(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())

@@ -33,6 +33,7 @@ func rwTwoProxies(t *testing.T) (*zktest.Proxy, *zktest.Proxy, *zkconn.Session, 
 // lock create. The next TryAcquire / Acquire of the same Weighted (room for
 // it: max 2, 1 held) must succeed and leave no lock node behind.
 func TestReviewWeightedTryAfterLockDeleteCut(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	p1, p2, s, sub := rwTwoProxies(t)
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -74,6 +75,7 @@ func TestReviewWeightedTryAfterLockDeleteCut(t *testing.T) {
 // it used to rely on the lock create's round trip letting the re-sent delete
 // go first. Acquire waits: the re-sent delete fires its watched listing.
 func TestReviewWeightedAfterLeaseReleaseCut(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, try := range []bool{true, false} {
 		name := map[bool]string{true: "TryAcquire", false: "Acquire"}[try]
 		t.Run(name, func(t *testing.T) {
@@ -279,6 +281,7 @@ func TestReviewWeightedTwoOnOneSessionBound(t *testing.T) {
 // again on the next session and gets the lease once the holder releases;
 // nothing of the old session stays. Safe.
 func TestReviewWeightedExpiryWhileWaiting(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	path := lockPath(t)
 	leases := path + "/leases"
 	obs := observer(t, shared.Addr())

@@ -68,6 +68,7 @@ func TestRevokeRWMutexHolders(t *testing.T) {
 // dsync's Revoke asks a Curator holder made revocable (makeRevocable), for a
 // mutex and for both sides of a read/write lock.
 func TestInteropRevoke(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	for _, kind := range []string{curator.Mutex, curator.Read, curator.Write} {
 		t.Run(kind, func(t *testing.T) {
 			path := lockPath(t)

@@ -543,6 +543,7 @@ func TestValueWatchAcrossSuspension(t *testing.T) {
 // TestValueWatchAcrossSessionLoss: the watcher's session is lost while a
 // value is written; the Watch carries on with the next session and yields it.
 func TestValueWatchAcrossSessionLoss(t *testing.T) {
+	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
 	watchAcross(t, 2*time.Second, func(p *zktest.Proxy, sub *zkconn.Subscription) {
 		p.BlackHole()
 		awaitState(t, sub, zkconn.StateLost)
