@@ -36,7 +36,7 @@ deps:
 	echo "deps: install them with: sudo apt-get install $(APT_PACKAGES)" >&2; \
 	exit 1
 
-# The root package takes about 11 minutes on 2 cores, the others less, side
+# The root package takes about 10 minutes on 2 cores, the others less, side
 # by side; the timeout catches a test that hangs, with room for a slower
 # machine.
 test: deps
