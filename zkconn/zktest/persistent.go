@@ -16,12 +16,11 @@ import (
 // data and an open ACL on the ZooKeeper at addrs, unless a node is there
 // already (whatever its kind: a container or ephemeral node there is not
 // made persistent); a path's parent must be there or come before it in
-// paths. It is
-// for TestMain, to give a package's tests a root on a shared server that
-// stays for the whole run. Code under test may make a missing parent a
-// container, as dsync does, which ZooKeeper removes once it is empty, at a
-// check every 60 s: a test that made a node under such a root with a plain
-// create would fail if the check came just before.
+// paths. It is for TestMain, to give a package's tests a root on a shared
+// server that stays for the whole run. Code under test may make a missing
+// parent a container, as dsync does, which ZooKeeper removes once it is
+// empty, at a check every 60 s: a test that made a node under such a root
+// with a plain create would fail if the check came just before.
 //
 // Each create is sent once: a lost connection fails the call with
 // go-zookeeper's error (the create may have been applied), as does a server
