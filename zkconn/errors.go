@@ -39,6 +39,13 @@ var ErrBadPath = errors.New("zkconn: bad path")
 // it may only be made with is gone: nothing was created.
 var ErrKinGone = errors.New("zkconn: kin node gone")
 
+// ErrTooLarge is wrapped by the error of a request larger than ZooKeeper
+// takes in one (maxRequest: its jute.maxbuffer's default, about 1 MB), node
+// data too large, say. Such a request is never sent, and the connection
+// stays up: a server given one would close the connection, and the request
+// sent again after the reconnect would close the next one.
+var ErrTooLarge = errors.New("zkconn: request larger than ZooKeeper takes (jute.maxbuffer, 1 MB)")
+
 // ErrUnknownOutcome is wrapped by the error of a write whose reply never
 // came: the connection dropped, the caller's ctx ended or the session was
 // lost while it was in flight. It may or may not have been applied.
@@ -73,6 +80,10 @@ func (h Handle) sessionError(err error) error {
 		return err
 	case errors.Is(err, zk.ErrSessionExpired):
 		return fmt.Errorf("%w: %w", ErrSessionLost, err)
+	case errors.Is(err, zk.ErrShortBuffer):
+		// go-zookeeper's send buffer holds maxRequest (see
+		// newClientLocked): a request that does not fit is not sent.
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
 	case errors.Is(err, zk.ErrClosing):
 		if h.s.isClosing() {
 			return fmt.Errorf("%w: %w", ErrClosed, err)

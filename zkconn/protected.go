@@ -257,7 +257,7 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 			g.record() // abandoned: the request's goroutine cleans up
 			return "", err
 		case !transient(err):
-			if err := h.sessionError(err); errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
+			if err = h.sessionError(err); errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
 				return "", err
 			}
 			return "", fmt.Errorf("zkconn: create %s: %w", full, err)
@@ -443,7 +443,7 @@ func (h Handle) CreateTouching(ctx context.Context, path string, data []byte, to
 			g.record() // abandoned: the request's goroutine cleans up
 			return err
 		case !transient(err):
-			if err := h.sessionError(err); errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
+			if err = h.sessionError(err); errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
 				return err
 			}
 			return fmt.Errorf("zkconn: create %s: %w", path, err)

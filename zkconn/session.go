@@ -211,6 +211,9 @@ func (s *Session) newClientLocked(r resolution, refused func(error)) (*client, e
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),
 		zk.WithLogger(zkLogger{s}),
+		// A request that does not fit fails with zk.ErrShortBuffer
+		// before it is sent (see ErrTooLarge); 4 bytes hold its length.
+		zk.WithMaxConnBufferSize(4+maxRequest),
 	)
 	if err != nil {
 		cn.close()
