@@ -19,8 +19,9 @@ var ErrWouldBlock = errors.New("dsync: held by others")
 // nil *zkconn.Session.
 var ErrNilSession = errors.New("dsync: nil session")
 
-// ErrBadPath is wrapped by the error returned for a lock path ZooKeeper would
-// reject (see zkconn.ValidatePath). Nothing is sent to ZooKeeper.
+// ErrBadPath is wrapped by the error returned for a path ZooKeeper would
+// reject (see zkconn.ValidatePath), or longer than 4096 bytes (a lock's
+// path, or a node's given to Revoke). Nothing is sent to ZooKeeper.
 var ErrBadPath = zkconn.ErrBadPath
 
 // ErrClosed is wrapped by the error returned when the Session is closed.

@@ -114,7 +114,7 @@ func TestMutexFIFO(t *testing.T) {
 
 func TestMutexBadInput(t *testing.T) {
 	s := dial(t, []string{shared.Addr()})
-	for _, path := range []string{"", "relative", "/trailing/", "/a//b", "/a/../b", "/nul\x00", "/"} {
+	for _, path := range []string{"", "relative", "/trailing/", "/a//b", "/a/../b", "/nul\x00", "/", "/" + strings.Repeat("a", 4096)} {
 		m := dsync.NewMutex(s, path)
 		if _, err := m.LockContext(context.Background()); !errors.Is(err, dsync.ErrBadPath) {
 			t.Errorf("LockContext on %q = %v; want ErrBadPath", path, err)

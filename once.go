@@ -37,8 +37,10 @@ type Once struct {
 
 // NewOnce returns a Once at path. Nothing is sent to ZooKeeper until it is
 // used; a nil sess or a bad path is reported by every call. WithData sets
-// who the record names, and WithLossPolicy when a run's lock counts as lost;
-// other options do not apply.
+// who the record names (Do refuses data too large for the record's request,
+// about 1 MB, with an error wrapping zkconn.ErrTooLarge, before anything is
+// sent), and WithLossPolicy when a run's lock counts as lost; other options
+// do not apply.
 func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
 	o := newOptions(opts)
 	m := NewMutex(sess, path+"/lock", WithLossPolicy(o.policy))
@@ -69,6 +71,12 @@ func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
 func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	if o.m.err != nil {
 		return o.m.err
+	}
+	// A record too large to write would leave f to run at every Do. A lock
+	// node's name is as long as this one.
+	node := o.m.q.path + "/" + zkconn.ProtectedName(lockMarker+"0000000000")
+	if err := zkconn.CheckMulti(o.recordOps(node)...); err != nil {
+		return fmt.Errorf("dsync: %s: the record of a run (WithData): %w", o.done, err)
 	}
 	if done, err := o.Done(ctx); err != nil || done {
 		return err
@@ -116,17 +124,10 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 // deleted.
 func (o *Once) record(ctx context.Context, held context.Context, cversion int32) error {
 	hd := held.Value(holdKey{o.m}).(*hold)
-	data := append([]byte(nil), o.who...)
-	if len(data) > 0 {
-		data = append(data, ' ')
-	}
-	data = fmt.Appendf(data, "at=%s", time.Now().UTC().Format(time.RFC3339))
+	ops := o.recordOps(hd.node)
 	for {
 		err := hd.h.DoOnce(ctx, func(c *zk.Conn) error {
-			_, err := c.Multi(
-				&zk.CheckVersionRequest{Path: hd.node, Version: -1},
-				&zk.CreateRequest{Path: o.done, Data: data, Acl: hd.h.Session().ACL()},
-			)
+			_, err := c.Multi(ops...)
 			return err
 		})
 		switch {
@@ -151,6 +152,20 @@ func (o *Once) record(ctx context.Context, held context.Context, cversion int32)
 		case ctx.Err() != nil: // not applied, and the record's time is spent: not sent again
 			return fmt.Errorf("%w: the run's record was not written within the session timeout: %w", ErrLockLost, err)
 		}
+	}
+}
+
+// recordOps returns the transaction that records a run now, under the lock
+// node node (see record).
+func (o *Once) recordOps(node string) []any {
+	data := append([]byte(nil), o.who...)
+	if len(data) > 0 {
+		data = append(data, ' ')
+	}
+	data = fmt.Appendf(data, "at=%s", time.Now().UTC().Format(time.RFC3339))
+	return []any{
+		&zk.CheckVersionRequest{Path: node, Version: -1},
+		&zk.CreateRequest{Path: o.done, Data: data, Acl: o.m.q.sess.ACL()},
 	}
 }
 

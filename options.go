@@ -54,7 +54,9 @@ func (o options) nodeData() []byte {
 // WithData sets the data of the nodes the primitive creates, shown by
 // Participants (and by Curator's tools). The default is "host=<host name>
 // pid=<pid>"; nil or empty data is allowed. Revocable overrides it, given
-// before or after it, on the primitives that honour Revocable.
+// before or after it, on the primitives that honour Revocable. Data that
+// makes a create larger than ZooKeeper takes in one request (about 1 MB)
+// fails every acquisition with an error wrapping zkconn.ErrTooLarge.
 func WithData(data []byte) Option {
 	return optionFunc(func(o *options) { o.data = append([]byte(nil), data...) })
 }

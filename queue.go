@@ -236,7 +236,8 @@ type entry struct {
 	// of a Refresh): once it closes, events may come in another order.
 	ownLink <-chan struct{}
 	// watches are the exists watches set on signals in fire (see
-	// watchSignal), wanted until they fire or e leaves.
+	// watchSignal), wanted until they fire or e leaves: one per signal,
+	// the one set last (see follow).
 	watches []*zkconn.ExistsWatch
 	// fire lists the signals to send as node is deleted (zkconn.Handle.Delete
 	// sends them only if node is still there): the handoff signal of a head
@@ -498,11 +499,14 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	// The connection up before any of the watches below is set: while it
 	// stays up, their events come in the order ZooKeeper sent them.
 	link := h.Refresh().Suspended()
-	if needSig {
+	if needSig && !slices.Contains(e.fire, handoffPath(path)) {
 		// In e.fire from the moment it may be set: a request abandoned
 		// with ctx may still set it, and e's delete then waits for it
-		// (see remove).
+		// (see remove). Once only: prev is followed again after each
+		// write to it, with its signal's watch still set.
 		e.fire = append(e.fire, handoffPath(path))
+	}
+	if needSig {
 		wg.Go(func() { handoff, sigWatch, sigErr = watchSignal(ctx, h, handoffPath(path)) })
 	}
 	if needOwn {
@@ -518,6 +522,16 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	})
 	wg.Wait()
 	if needSig {
+		// The watch set last stands for those set before on the same
+		// signal, whose requests were answered: e.watches holds one per
+		// signal, as e.fire does.
+		e.watches = slices.DeleteFunc(e.watches, func(x *zkconn.ExistsWatch) bool {
+			if x.Path != sigWatch.Path {
+				return false
+			}
+			x.Unwatch()
+			return true
+		})
 		e.watches = append(e.watches, sigWatch)
 	}
 	if needSig && handoff.watch == nil && sigErr == nil {
@@ -754,6 +768,12 @@ func watchNode(ctx context.Context, h zkconn.Handle, node string) (int64, *zkcon
 	return st.Czxid, watch, nil
 }
 
+// maxPath is the longest path, in bytes, dsync takes: a release's request
+// carries its node's path several times (its delete, and a create and a
+// delete per signal), and must stay well inside what ZooKeeper takes in one
+// (zkconn.ErrTooLarge): the signals go out with the delete or not at all.
+const maxPath = 4096
+
 // validate checks what every primitive is given, before anything is sent.
 func validate(sess *zkconn.Session, path string) error {
 	if sess == nil {
@@ -761,6 +781,9 @@ func validate(sess *zkconn.Session, path string) error {
 	}
 	if err := zkconn.ValidatePath(path); err != nil {
 		return fmt.Errorf("dsync: %w", err)
+	}
+	if len(path) > maxPath {
+		return fmt.Errorf("dsync: %w: a path of %d bytes, longer than %d", ErrBadPath, len(path), maxPath)
 	}
 	return nil
 }

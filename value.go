@@ -154,8 +154,9 @@ func (v *Value[T]) Get(ctx context.Context) (Versioned[T], error) {
 // what the node holds now. The same goes for the create of a missing node.
 //
 // On any other failure nothing was written, and it returns ctx.Err(), or an
-// error wrapping ErrClosed, the Codec's error, or ZooKeeper's. A ctx already
-// done fails before anything is sent.
+// error wrapping ErrClosed, the Codec's error, zkconn.ErrTooLarge (x encodes
+// to more than ZooKeeper takes in one request, about 1 MB), or ZooKeeper's.
+// A ctx already done fails before anything is sent.
 func (v *Value[T]) Set(ctx context.Context, x T) error {
 	if v.err != nil {
 		return v.err
@@ -210,8 +211,8 @@ func (v *Value[T]) Set(ctx context.Context, x T) error {
 // should carry its own identity in the value.
 //
 // On any other failure x was not written, and it returns false and ctx.Err(),
-// or an error wrapping ErrClosed, the Codec's error, or ZooKeeper's. A
-// prev.Version of -1 (ZooKeeper's "any version") is refused with an error. A
+// or an error wrapping ErrClosed, the Codec's error, zkconn.ErrTooLarge (see
+// Set), or ZooKeeper's. A prev.Version of -1 (ZooKeeper's "any version") is refused with an error. A
 // ctx already done fails before anything is sent.
 func (v *Value[T]) CompareAndSet(ctx context.Context, prev Versioned[T], x T) (bool, error) {
 	if v.err != nil {

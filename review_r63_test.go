@@ -1,0 +1,443 @@
+package dsync_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// TestReviewR63RewrittenPredecessorGiveUp: W waits behind P, itself a
+// waiter (so W watches P's handoff signal too), and P's node is written to
+// again and again (revocation requests). W follows P again after each write;
+// its signal must be sent once when W gives up, not once per write: the
+// give-up's transaction (a create and a delete per signal) grew with every
+// write, and past the server's limit on a request it was refused, the node
+// left behind W for as long as its session lived, the lock stuck. A path
+// near the longest dsync takes (its nodes' paths, given to Revoke, within
+// it) makes some 60 writes enough.
+func TestReviewR63RewrittenPredecessorGiveUp(t *testing.T) {
+	const writes = 80 // 160 signals of 8 KB each, the way it was
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := lockPath(t) + "/"
+	path += strings.Repeat("a", 4096-64-len(path))
+	obs := observer(t, shared.Addr())
+	sH, sP, sW := dial(t, []string{shared.Addr()}), dial(t, []string{shared.Addr()}), dial(t, []string{shared.Addr()})
+	h := dsync.NewMutex(sH, path)
+	if _, err := h.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := dsync.NewMutex(sP, path, dsync.Revocable())
+	pDone := make(chan error, 1)
+	go func() { _, err := p.LockContext(ctx); pDone <- err }()
+	awaitChildren(t, obs, path, 2)
+	wctx, wcancel := context.WithCancel(ctx)
+	wDone := make(chan error, 1)
+	go func() { _, err := dsync.NewMutex(sW, path).LockContext(wctx); wDone <- err }()
+	kids := awaitChildren(t, obs, path, 3)
+	slices.SortFunc(kids, func(a, b string) int { return strings.Compare(a[len(a)-10:], b[len(b)-10:]) })
+	pNode := path + "/" + kids[1]
+	hW, err := sW.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := sW.Subscribe()
+	defer sub.Stop()
+	<-sub.C() // the state now
+	following := func() {
+		t.Helper()
+		if err := shared.AwaitWatches(ctx, func(m map[string][]int64) bool { return slices.Contains(m[pNode], hW.ID()) }); err != nil {
+			t.Fatalf("W does not follow P: %v", err)
+		}
+	}
+	following()
+	for range writes {
+		if err := dsync.Revoke(ctx, sH, pNode); err != nil {
+			t.Fatal(err)
+		}
+		following() // again, after the write
+	}
+	wcancel()
+	if err := <-wDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("W's LockContext = %v; want context.Canceled", err)
+	}
+	awaitChildren(t, obs, path, 2) // W's node goes
+	// The signal was sent with W's delete, which fired W's watch on it.
+	if ids := watches(t, shared)[pNode+".handoff"]; slices.Contains(ids, hW.ID()) {
+		t.Errorf("W's watch on P's handoff signal is still set: W's give-up sent no signal")
+	}
+	select {
+	case ev := <-sub.C():
+		t.Errorf("W's Session went %v", ev.State)
+	default:
+	}
+	h.Unlock()
+	if err := <-pDone; err != nil {
+		t.Fatalf("P: %v", err)
+	}
+	p.Unlock()
+	awaitChildren(t, obs, path, 0)
+}
+
+// TestReviewR63DataTooLarge: node data larger than the server takes in one
+// request fails at once with zkconn.ErrTooLarge, and leaves the Session's
+// connection (and its holds) alone: the server closed the connection at the
+// request, and each attempt after a reconnect closed the next one, until
+// ctx ended, every hold of the Session lost on the way; Value.Set reported
+// an unknown outcome for a write the server never applied.
+func TestReviewR63DataTooLarge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	s := dial(t, []string{shared.Addr()})
+	other := dsync.NewMutex(s, path+"/other")
+	held, err := other.LockContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 1<<20)
+	if _, err := dsync.NewMutex(s, path+"/big", dsync.WithData(big)).LockContext(ctx); !errors.Is(err, zkconn.ErrTooLarge) {
+		t.Errorf("LockContext with 1 MB of data = %v; want zkconn.ErrTooLarge", err)
+	}
+	v := dsync.NewValue[[]byte](s, path+"/v", bytesCodec{}, nil)
+	if err := v.Set(ctx, big); !errors.Is(err, zkconn.ErrTooLarge) || errors.Is(err, dsync.ErrOutcomeUnknown) {
+		t.Errorf("Value.Set of 1 MB = %v; want zkconn.ErrTooLarge, the outcome known", err)
+	}
+	if err := v.Set(ctx, []byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	prev, err := v.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := v.CompareAndSet(ctx, prev, big); ok || !errors.Is(err, zkconn.ErrTooLarge) || errors.Is(err, dsync.ErrOutcomeUnknown) {
+		t.Errorf("Value.CompareAndSet of 1 MB = %v, %v; want false, zkconn.ErrTooLarge, the outcome known", ok, err)
+	}
+	if got, err := v.Get(ctx); err != nil || string(got.Value) != "small" || got.Version != prev.Version {
+		t.Errorf("Value.Get = %q (version %d), %v; want %q (version %d)", got.Value, got.Version, err, "small", prev.Version)
+	}
+	if err := held.Err(); err != nil {
+		t.Errorf("a hold of the same Session: %v", context.Cause(held))
+	}
+	other.Unlock()
+	awaitChildren(t, obs, path+"/other", 0)
+	if kids := children(t, obs, path+"/big"); len(kids) > 0 {
+		t.Errorf("nodes left under %s/big: %v", path, kids)
+	}
+}
+
+// r63Prim is one primitive under test: hold takes it (returning a hold
+// context), release gives it back.
+type r63Prim struct {
+	name    string
+	hold    func(ctx context.Context) (context.Context, error)
+	release func()
+}
+
+func r63Prims(s *zkconn.Session, base string, opts ...dsync.Option) []r63Prim {
+	m := dsync.NewMutex(s, base+"/mutex", opts...)
+	sm := dsync.NewSemaphoreMutex(s, base+"/semmutex", opts...)
+	w := dsync.NewWeighted(s, base+"/weighted", 1, opts...)
+	rw := dsync.NewRWMutex(s, base+"/rw", opts...)
+	el := dsync.NewElection(s, base+"/election", opts...)
+	var leases []*dsync.Lease
+	return []r63Prim{
+		{"mutex", m.LockContext, m.Unlock},
+		{"semmutex", sm.LockContext, sm.Unlock},
+		{"weighted", func(ctx context.Context) (context.Context, error) {
+			ls, err := w.AcquireLeases(ctx, 1)
+			if err != nil {
+				return nil, err
+			}
+			leases = ls
+			return ls[0].Context(), nil
+		}, func() { leases[0].Release() }},
+		{"rw", rw.LockContext, rw.Unlock},
+		{"election", func(ctx context.Context) (context.Context, error) { return el.Campaign(ctx, "x") },
+			func() { el.Resign(context.Background()) }},
+	}
+}
+
+type r63Result struct {
+	held context.Context
+	err  error
+}
+
+// r63Restart: holders in session A, waiters in session B, on every
+// primitive; the standalone server is stopped and restarted (same data, same
+// port). If outage is set, the server stays down until both sessions report
+// Lost. Afterwards: no waiter may hold while the holder has not released (or
+// its session expired on the server), every waiter must get its turn once
+// the holders release, and in the end no node and no watch may be left.
+func r63Restart(t *testing.T, timeout time.Duration, waitLost bool, opts ...dsync.Option) {
+	srv := zktest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	base := "/r63"
+	a := dial(t, []string{srv.Addr()}, zkconn.WithSessionTimeout(timeout))
+	b := dial(t, []string{srv.Addr()}, zkconn.WithSessionTimeout(timeout))
+	pa, pb := r63Prims(a, base, opts...), r63Prims(b, base, opts...)
+	held := make([]context.Context, len(pa))
+	for i, p := range pa {
+		h, err := p.hold(ctx)
+		if err != nil {
+			t.Fatalf("%s: A: %v", p.name, err)
+		}
+		held[i] = h
+	}
+	// C: waiters that give up while the server is down.
+	c := dial(t, []string{srv.Addr()}, zkconn.WithSessionTimeout(timeout))
+	pc := r63Prims(c, base, opts...)
+	cctx, ccancel := context.WithCancel(ctx)
+	cres := make([]chan r63Result, len(pc))
+	for i, p := range pc {
+		cres[i] = make(chan r63Result, 1)
+		go func() {
+			h, err := p.hold(cctx)
+			cres[i] <- r63Result{h, err}
+		}()
+	}
+	results := make([]chan r63Result, len(pb))
+	for i, p := range pb {
+		results[i] = make(chan r63Result, 1)
+		go func() {
+			h, err := p.hold(ctx)
+			results[i] <- r63Result{h, err}
+		}()
+	}
+	obs := zktest.Observer(t, srv.Addr())
+	// Wait for B's nodes to be queued.
+	zktest.AwaitChildren(t, obs, base+"/mutex", 3)
+	zktest.AwaitChildren(t, obs, base+"/semmutex/leases", 2)
+	zktest.AwaitChildren(t, obs, base+"/semmutex/locks", 2)
+	zktest.AwaitChildren(t, obs, base+"/weighted/leases", 2)
+	zktest.AwaitChildren(t, obs, base+"/weighted/locks", 2)
+	zktest.AwaitChildren(t, obs, base+"/rw", 3)
+	zktest.AwaitChildren(t, obs, base+"/election", 3)
+	// and their watches set
+	if err := srv.AwaitWatches(ctx, func(m map[string][]int64) bool { return len(m) >= 5 }); err != nil {
+		t.Fatal(err)
+	}
+	wa, _ := srv.Watches(ctx)
+	t.Logf("watches before: %v", wa)
+
+	subA, subB := a.Subscribe(), b.Subscribe()
+	defer subA.Stop()
+	defer subB.Stop()
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	ccancel()
+	for i, p := range pc {
+		start := time.Now()
+		select {
+		case r := <-cres[i]:
+			if r.err == nil {
+				t.Errorf("%s: C got a hold while the server was down", p.name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: C did not return within 5s of its ctx's end (server down)", p.name)
+		}
+		if d := time.Since(start); d > 200*time.Millisecond {
+			t.Logf("%s: C returned %v after cancel", p.name, d)
+		}
+	}
+	if waitLost {
+		for _, sub := range []*zkconn.Subscription{subA, subB} {
+			for ev := range sub.C() {
+				if ev.State == zkconn.StateLost {
+					break
+				}
+			}
+		}
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*zkconn.Session{a, b} {
+		if _, err := s.Current(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("A state %v, B state %v", a.State(), b.State())
+	for i, p := range pa {
+		t.Logf("%s: A hold after restart: err=%v cause=%v", p.name, held[i].Err(), context.Cause(held[i]))
+	}
+	// No waiter may hold while A's node is there. Check each: if B got
+	// it, A's node must be gone.
+	for i, p := range pb {
+		select {
+		case r := <-results[i]:
+			if r.err == nil {
+				t.Errorf("%s: B holds while A's node is there", p.name)
+			}
+			results[i] <- r
+		default:
+		}
+	}
+	for i, p := range pa {
+		p.release()
+		select {
+		case r := <-results[i]:
+			if r.err != nil {
+				t.Errorf("%s: B: %v", p.name, r.err)
+				continue
+			}
+			if r.held.Err() != nil {
+				t.Logf("%s: B hold already ended: %v", p.name, context.Cause(r.held))
+			}
+			pb[i].release()
+		case <-time.After(2*timeout + 30*time.Second):
+			t.Errorf("%s: B never got its turn after A released", p.name)
+		}
+	}
+	for _, p := range []string{"/mutex", "/semmutex/locks", "/semmutex/leases", "/weighted/locks", "/weighted/leases", "/rw", "/election"} {
+		zktest.AwaitChildren(t, obs, base+p, 0)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if err := srv.AwaitWatches(wctx, func(m map[string][]int64) bool {
+		for p, ids := range m {
+			for _, id := range ids {
+				if len(p) >= 4 && p[:4] == "/r63" && id != obs.SessionID() {
+					return false
+				}
+			}
+		}
+		return true
+	}); err != nil {
+		m, _ := srv.Watches(ctx)
+		t.Errorf("watches left: %v", m)
+	}
+}
+
+// The restart tests run after the rest of the package: a server, paths and
+// sessions of their own, and no bound tighter than 5 s.
+
+func TestReviewR63RestartShort(t *testing.T) {
+	t.Parallel()
+	r63Restart(t, 20*time.Second, false)
+}
+
+func TestReviewR63RestartShortExpiry(t *testing.T) {
+	t.Parallel()
+	r63Restart(t, 20*time.Second, false, dsync.WithLossPolicy(dsync.LostOnExpiry))
+}
+
+func TestReviewR63RestartLong(t *testing.T) {
+	t.Parallel()
+	r63Restart(t, 4*time.Second, true)
+}
+
+// TestReviewR63EphemeralParent: a lock path under an ephemeral node, which
+// can have no children: every primitive must fail at once with an error,
+// not wait for its ctx.
+func TestReviewR63EphemeralParent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	if _, err := obs.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Create(path+"/eph", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	s := dial(t, []string{shared.Addr()})
+	p := path + "/eph/x"
+	try := func(name string, f func(context.Context) error) {
+		lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer lcancel()
+		start := time.Now()
+		err := f(lctx)
+		d := time.Since(start)
+		t.Logf("%s = %v after %v", name, err, d.Round(time.Millisecond))
+		if err == nil || d > 10*time.Second {
+			t.Errorf("%s under an ephemeral parent: %v after %v; want a prompt error", name, err, d.Round(time.Millisecond))
+		}
+	}
+	try("Mutex.LockContext", func(c context.Context) error { _, err := dsync.NewMutex(s, p).LockContext(c); return err })
+	try("Weighted.Acquire", func(c context.Context) error { return dsync.NewWeighted(s, p, 2).Acquire(c, 1) })
+	try("Election.Campaign", func(c context.Context) error { _, err := dsync.NewElection(s, p).Campaign(c, "x"); return err })
+	try("Once.Do", func(c context.Context) error {
+		return dsync.NewOnce(s, p).Do(c, func(context.Context) error { return nil })
+	})
+	try("Count.Get", func(c context.Context) error { _, err := dsync.NewCount(s, p, 0).Get(c); return err })
+}
+
+// TestReviewR64OnceDataTooLarge: a Once whose WithData fits a lock node's
+// create but not its record's transaction ran f, failed to record the run,
+// and so ran f again at every Do. Do now refuses it before anything is
+// sent; data that fits the record runs f once.
+func TestReviewR64OnceDataTooLarge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	s := dial(t, []string{shared.Addr()})
+	runs := 0
+	f := func(context.Context) error { runs++; return nil }
+	o := dsync.NewOnce(s, path, dsync.WithData(make([]byte, 1<<20-len(path)-100)))
+	for range 2 {
+		if err := o.Do(ctx, f); !errors.Is(err, zkconn.ErrTooLarge) {
+			t.Errorf("Do = %v; want zkconn.ErrTooLarge", err)
+		}
+	}
+	if runs != 0 {
+		t.Errorf("f ran %d times; want 0", runs)
+	}
+	if ok, _, err := obs.Exists(path); err != nil || ok {
+		t.Errorf("Exists(%s) = %v, %v; want nothing sent", path, ok, err)
+	}
+	o = dsync.NewOnce(s, path, dsync.WithData(make([]byte, 1<<20-len(path)-300)))
+	for range 2 {
+		if err := o.Do(ctx, f); err != nil {
+			t.Fatalf("Do with data that fits = %v", err)
+		}
+	}
+	if runs != 1 {
+		t.Errorf("f ran %d times; want 1", runs)
+	}
+}
+
+// bytesCodec stores a []byte as it is.
+type bytesCodec struct{}
+
+func (bytesCodec) Encode(b []byte) ([]byte, error) { return b, nil }
+func (bytesCodec) Decode(b []byte) ([]byte, error) { return b, nil }
+
+// TestReviewR63DowngradeTooLarge: a downgrade's transaction carries the
+// data of the write node and of the new read node; past what the server
+// takes in one request it fails with zkconn.ErrTooLarge, and the write hold
+// goes on.
+func TestReviewR63DowngradeTooLarge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	rw := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path, dsync.WithData(make([]byte, 600<<10)))
+	held, err := rw.LockContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.RLockContext(held); !errors.Is(err, zkconn.ErrTooLarge) {
+		t.Errorf("a downgrade with 600 KB of data = %v; want zkconn.ErrTooLarge", err)
+	}
+	if err := held.Err(); err != nil {
+		t.Errorf("the write hold: %v", context.Cause(held))
+	}
+	if kids := children(t, obs, path); len(kids) != 1 {
+		t.Errorf("children %v; want the write node alone", kids)
+	}
+	rw.Unlock()
+	awaitChildren(t, obs, path, 0)
+}
