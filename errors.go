@@ -20,8 +20,9 @@ var ErrWouldBlock = errors.New("dsync: held by others")
 var ErrNilSession = errors.New("dsync: nil session")
 
 // ErrBadPath is wrapped by the error returned for a path ZooKeeper would
-// reject (see zkconn.ValidatePath), or longer than 4096 bytes (a lock's
-// path, or a node's given to Revoke). Nothing is sent to ZooKeeper.
+// reject (see zkconn.ValidatePath), or a lock path longer than 4096 bytes
+// (a node's, given to Revoke, may be 64 bytes longer). Nothing is sent to
+// ZooKeeper.
 var ErrBadPath = zkconn.ErrBadPath
 
 // ErrClosed is wrapped by the error returned when the Session is closed.

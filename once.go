@@ -72,9 +72,10 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	if o.m.err != nil {
 		return o.m.err
 	}
-	// A record too large to write would leave f to run at every Do. A lock
-	// node's name is as long as this one.
-	node := o.m.q.path + "/" + zkconn.ProtectedName(lockMarker+"0000000000")
+	// A record too large to write would leave f to run at every Do. No
+	// lock node's name is longer than this one: ZooKeeper writes its
+	// sequence number with 10 digits, and a minus sign past 2^31.
+	node := o.m.q.path + "/" + zkconn.ProtectedName(lockMarker+"-2147483648")
 	if err := zkconn.CheckMulti(o.recordOps(node)...); err != nil {
 		return fmt.Errorf("dsync: %s: the record of a run (WithData): %w", o.done, err)
 	}

@@ -56,7 +56,8 @@ func (o options) nodeData() []byte {
 // pid=<pid>"; nil or empty data is allowed. Revocable overrides it, given
 // before or after it, on the primitives that honour Revocable. Data that
 // makes a create larger than ZooKeeper takes in one request (about 1 MB)
-// fails every acquisition with an error wrapping zkconn.ErrTooLarge.
+// fails every acquisition with an error wrapping zkconn.ErrTooLarge; an
+// RWMutex's downgrade carries it twice, and fails so with half as much.
 func WithData(data []byte) Option {
 	return optionFunc(func(o *options) { o.data = append([]byte(nil), data...) })
 }

@@ -236,8 +236,7 @@ type entry struct {
 	// of a Refresh): once it closes, events may come in another order.
 	ownLink <-chan struct{}
 	// watches are the exists watches set on signals in fire (see
-	// watchSignal), wanted until they fire or e leaves: one per signal,
-	// the one set last (see follow).
+	// watchSignal), wanted until they fire or e leaves.
 	watches []*zkconn.ExistsWatch
 	// fire lists the signals to send as node is deleted (zkconn.Handle.Delete
 	// sends them only if node is still there): the handoff signal of a head
@@ -246,8 +245,8 @@ type entry struct {
 	// waiter can be watching one of the latter: a waiter created before ours
 	// sorts ahead of it and would have been our predecessor instead, unless
 	// it was gone by then; one created after lists ours and follows ours or
-	// one behind it. A predecessor seen gone without its signal has it sent
-	// at once, under the same condition (takeBack).
+	// one behind it. A predecessor seen gone without its signal, or written
+	// to, has it sent at once, under the same condition (takeBack).
 	//
 	// A signal can be sent only while our node exists. If someone else
 	// deletes it (an operator), those still listed cannot be: their watches
@@ -442,7 +441,7 @@ func (q *queue) await(ctx context.Context, e *entry, ahead []queued) error {
 			return err
 		}
 		// List again, and meanwhile take back the watch on the signal of
-		// a node that left without sending it.
+		// a node that left without sending it, or was written to.
 		var wg sync.WaitGroup
 		if left.watch != nil {
 			wg.Go(func() { e.takeBack(ctx, left) })
@@ -471,8 +470,11 @@ type written struct {
 // per write, recorded in *seen), and in an RWMutex's queue when prev is gone
 // before its watch is set, or, for a writer behind a writer, is gone or sent
 // its signal after the connection its watches were set on dropped (see
-// queue). When it reports false with prev gone and prev's signal not sent,
-// left is that signal if its watch is still set (see entry.takeBack).
+// queue). When it reports false with prev's signal not sent (prev gone, or
+// written to), left is that signal if its watch is still set, for the
+// caller to take back (see entry.takeBack): a signal left in e.fire would
+// keep its watch set while e waits, one for each node e followed, and
+// outgrow e's delete (the signals go with it).
 //
 // The first time, it also sets the watch on e's own node, unless q is
 // checked. The watches are sent together: one round trip, before any
@@ -499,14 +501,11 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	// The connection up before any of the watches below is set: while it
 	// stays up, their events come in the order ZooKeeper sent them.
 	link := h.Refresh().Suspended()
-	if needSig && !slices.Contains(e.fire, handoffPath(path)) {
+	if needSig {
 		// In e.fire from the moment it may be set: a request abandoned
 		// with ctx may still set it, and e's delete then waits for it
-		// (see remove). Once only: prev is followed again after each
-		// write to it, with its signal's watch still set.
+		// (see remove).
 		e.fire = append(e.fire, handoffPath(path))
-	}
-	if needSig {
 		wg.Go(func() { handoff, sigWatch, sigErr = watchSignal(ctx, h, handoffPath(path)) })
 	}
 	if needOwn {
@@ -522,16 +521,6 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	})
 	wg.Wait()
 	if needSig {
-		// The watch set last stands for those set before on the same
-		// signal, whose requests were answered: e.watches holds one per
-		// signal, as e.fire does.
-		e.watches = slices.DeleteFunc(e.watches, func(x *zkconn.ExistsWatch) bool {
-			if x.Path != sigWatch.Path {
-				return false
-			}
-			x.Unwatch()
-			return true
-		})
 		e.watches = append(e.watches, sigWatch)
 	}
 	if needSig && handoff.watch == nil && sigErr == nil {
@@ -555,7 +544,8 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 		return false, signal{}, err
 	case st.Version != 0 && *seen != (written{path, st.Version}):
 		*seen = written{path, st.Version}
-		return false, signal{}, nil
+		handoff.fired(e) // if it was sent, its watch is no longer set
+		return false, handoff, nil
 	}
 	// A writer of ours may downgrade: a write to prev, then its deletion.
 	// Across a reconnect go-zookeeper sets prev's watch again, and ZooKeeper
@@ -574,7 +564,8 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 				}
 				return e.gone(ctx, first, &handoff)
 			}
-			return false, signal{}, nil // written to: list again
+			handoff.fired(e) // written to: list again
+			return false, handoff, nil
 		case ev := <-handoff.watch:
 			if !handoff.took(e, ev) {
 				continue
@@ -641,10 +632,10 @@ func (e *entry) gone(ctx context.Context, first bool, handoff *signal) (bool, si
 }
 
 // takeBack sends s, the signal of a node e followed that left without
-// sending it, so that our watch on it fires rather than stay set for as long
-// as the session lives: in one transaction with a check that e's node still
-// exists, because only while it does is no other waiter watching s (see
-// entry.fire). Sent, s leaves e.fire; otherwise (e's node is gone, or ctx
+// sending it or was written to, so that our watch on it fires rather than
+// stay set for as long as the session lives: in one transaction with a
+// check that e's node still exists, because only while it does is no other
+// waiter watching s (see entry.fire). Sent, s leaves e.fire; otherwise (e's node is gone, or ctx
 // ended) it stays there.
 func (e *entry) takeBack(ctx context.Context, s signal) {
 	unwatch(e.watches, s.path) // first: a reconnect may come before the signal
@@ -768,22 +759,30 @@ func watchNode(ctx context.Context, h zkconn.Handle, node string) (int64, *zkcon
 	return st.Czxid, watch, nil
 }
 
-// maxPath is the longest path, in bytes, dsync takes: a release's request
-// carries its node's path several times (its delete, and a create and a
-// delete per signal), and must stay well inside what ZooKeeper takes in one
-// (zkconn.ErrTooLarge): the signals go out with the delete or not at all.
-const maxPath = 4096
+// maxPath is the longest lock path, in bytes, dsync takes: a release's
+// request carries its node's path several times (its delete, and a create
+// and a delete per signal), and must stay well inside what ZooKeeper takes
+// in one (zkconn.ErrTooLarge): the signals go out with the delete or not at
+// all. maxName is the most a node's name adds to it: _c_<UUID>-, a marker
+// and a sequence number of up to 11 characters.
+const (
+	maxPath = 4096
+	maxName = 64
+)
 
 // validate checks what every primitive is given, before anything is sent.
-func validate(sess *zkconn.Session, path string) error {
+func validate(sess *zkconn.Session, path string) error { return validateUpTo(sess, path, maxPath) }
+
+// validateUpTo is validate for a path of up to limit bytes.
+func validateUpTo(sess *zkconn.Session, path string, limit int) error {
 	if sess == nil {
 		return ErrNilSession
 	}
 	if err := zkconn.ValidatePath(path); err != nil {
 		return fmt.Errorf("dsync: %w", err)
 	}
-	if len(path) > maxPath {
-		return fmt.Errorf("dsync: %w: a path of %d bytes, longer than %d", ErrBadPath, len(path), maxPath)
+	if len(path) > limit {
+		return fmt.Errorf("dsync: %w: a path of %d bytes, longer than %d", ErrBadPath, len(path), limit)
 	}
 	return nil
 }

@@ -16,11 +16,11 @@ import (
 
 // TestReviewR63RewrittenPredecessorGiveUp: W waits behind P, itself a
 // waiter (so W watches P's handoff signal too), and P's node is written to
-// again and again (revocation requests). W follows P again after each write;
-// its signal must be sent once when W gives up, not once per write: the
-// give-up's transaction (a create and a delete per signal) grew with every
-// write, and past the server's limit on a request it was refused, the node
-// left behind W for as long as its session lived, the lock stuck. A path
+// again and again (revocation requests). W follows P again after each write,
+// and P's signal must not pile up in what W's give-up sends (a create and a
+// delete per signal): it grew with every write, and past the server's limit
+// on a request it was refused, the node left behind W for as long as its
+// session lived, the lock stuck. A path
 // near the longest dsync takes (its nodes' paths, given to Revoke, within
 // it) makes some 60 writes enough.
 func TestReviewR63RewrittenPredecessorGiveUp(t *testing.T) {
@@ -227,8 +227,6 @@ func r63Restart(t *testing.T, timeout time.Duration, waitLost bool, opts ...dsyn
 	if err := srv.AwaitWatches(ctx, func(m map[string][]int64) bool { return len(m) >= 5 }); err != nil {
 		t.Fatal(err)
 	}
-	wa, _ := srv.Watches(ctx)
-	t.Logf("watches before: %v", wa)
 
 	subA, subB := a.Subscribe(), b.Subscribe()
 	defer subA.Stop()
@@ -406,6 +404,208 @@ func TestReviewR64OnceDataTooLarge(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Errorf("f ran %d times; want 1", runs)
+	}
+}
+
+// TestReviewR65RevokeNodeOfLongestPath: a lock path of exactly 4096 bytes,
+// the longest dsync takes, has nodes of 4152 bytes, which Revoke refused as
+// longer than 4096: a revocable holder at a path dsync took could not be
+// asked to release.
+func TestReviewR65RevokeNodeOfLongestPath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := lockPath(t) + "/"
+	path += strings.Repeat("a", 4096-len(path))
+	obs := observer(t, shared.Addr())
+	s := dial(t, []string{shared.Addr()})
+	m := dsync.NewMutex(s, path, dsync.Revocable())
+	held, err := m.LockContext(ctx)
+	if err != nil {
+		t.Fatalf("LockContext on a %d-byte path = %v", len(path), err)
+	}
+	kids := awaitChildren(t, obs, path, 1)
+	node := path + "/" + kids[0]
+	if err := dsync.Revoke(ctx, s, node); err != nil {
+		t.Errorf("Revoke of the holder's node (%d bytes, under a %d-byte lock path dsync took) = %v; want nil",
+			len(node), len(path), err)
+	} else {
+		select {
+		case <-dsync.Revoked(held):
+		case <-ctx.Done():
+			t.Error("revocation not seen")
+		}
+	}
+	m.Unlock()
+	awaitChildren(t, obs, path, 0)
+}
+
+// TestReviewR65StaleSignalsOutgrowRelease: W waits deep in line. Each node
+// it follows is written to (a revocation request) and gone before W's next
+// listing: W follows the next one, and the signal of the one gone stayed in
+// e.fire with its watch set (follow reported no left for a write, so
+// takeBack never ran). One per node ahead of W: with a path of 4096 bytes
+// some 125 made W's release larger than ZooKeeper takes; go-zookeeper
+// refused it (ErrTooLarge), zkconn deleted the node alone, every one of
+// those watches stayed set on the server, and W's own handoff signal was
+// not sent.
+func TestReviewR65StaleSignalsOutgrowRelease(t *testing.T) {
+	const ahead = 130
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	path := lockPath(t) + "/"
+	path += strings.Repeat("a", 4096-len(path))
+	obs := observer(t, shared.Addr())
+	sH, sW := dial(t, []string{shared.Addr()}), dial(t, []string{shared.Addr()})
+	h := dsync.NewMutex(sH, path)
+	if _, err := h.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hNode := path + "/" + awaitChildren(t, obs, path, 1)[0]
+	// The nodes ahead of W: dsync-named (so W watches their signals),
+	// made by the observer's session.
+	var preds []string
+	for range ahead {
+		p, err := obs.Create(path+"/"+zkconn.ProtectedName("lock-"), nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			t.Fatal(err)
+		}
+		preds = append(preds, p)
+	}
+	hW, err := sW.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := dsync.NewMutex(sW, path)
+	wDone := make(chan error, 1)
+	go func() { _, err := w.LockContext(ctx); wDone <- err }()
+	for i := len(preds) - 1; i >= 0; i-- {
+		p := preds[i]
+		if err := shared.AwaitWatches(ctx, func(m map[string][]int64) bool {
+			return slices.Contains(m[p], hW.ID()) && slices.Contains(m[p+".handoff"], hW.ID())
+		}); err != nil {
+			t.Fatalf("W does not follow node %d: %v", i, err)
+		}
+		// A revocation request, and the node gone before W lists again.
+		if _, err := obs.Multi(
+			&zk.SetDataRequest{Path: p, Data: []byte("__REVOKE__"), Version: -1},
+			&zk.DeleteRequest{Path: p, Version: -1},
+		); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitWatch(t, shared, hNode, hW.ID())
+	h.Unlock()
+	if err := <-wDone; err != nil {
+		t.Fatalf("W: %v", err)
+	}
+	w.Unlock()
+	awaitChildren(t, obs, path, 0)
+	var left []string
+	for p, ids := range watches(t, shared) {
+		if strings.HasPrefix(p, path+"/") && slices.Contains(ids, hW.ID()) {
+			left = append(left, p)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("%d nodes ahead of W: W released, and %d of its watches are still set on the server (signals never sent)", ahead, len(left))
+	}
+}
+
+// TestReviewR65WeightedLeaseTooLarge: data for which the internal lock's
+// create fits but the lease's transaction (a check of the lock node, then
+// the create) does not: Acquire must fail with ErrTooLarge and leave no
+// node behind (nor a hold).
+func TestReviewR65WeightedLeaseTooLarge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	s := dial(t, []string{shared.Addr()})
+	create := path + "/locks/" + zkconn.ProtectedName("lock-")
+	d := 1<<20 - 1 - (8 + 4 + len(create) + 4 + 4 + (4 + 4 + 5 + 4 + 6) + 4)
+	w := dsync.NewWeighted(s, path, 2, dsync.WithData(make([]byte, d)))
+	err := w.Acquire(ctx, 1)
+	if !errors.Is(err, zkconn.ErrTooLarge) {
+		t.Errorf("Acquire = %v; want ErrTooLarge", err)
+	}
+	if err == nil {
+		w.Release(1)
+	}
+	awaitChildren(t, obs, path+"/leases", 0)
+	awaitChildren(t, obs, path+"/locks", 0)
+	// and the semaphore still works with the same session
+	w2 := dsync.NewWeighted(s, path, 2)
+	if err := w2.Acquire(ctx, 2); err != nil {
+		t.Fatalf("Acquire(2) after = %v", err)
+	}
+	w2.Release(2)
+}
+
+// TestReviewR65OncePlaceholderAfterWrap: Once.Do checked its record with a
+// lock node numbered with 10 digits, but ZooKeeper names sequential nodes
+// with String.format("%010d", cversion): after the parent's cversion wraps
+// past 2^31, -2147483648 … -1000000000 take 11 characters. The largest
+// WithData Do accepted then made a record go-zookeeper refuses: f ran, the
+// record failed (ErrTooLarge), and the next Do ran f again. The lock node
+// after the wrap is made by hand here (a parent's cversion cannot be moved
+// 2^31 in a test); the record's transaction is sent as record() sends it.
+func TestReviewR65OncePlaceholderAfterWrap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	s := dial(t, []string{shared.Addr()})
+	done, stop := context.WithCancel(ctx)
+	stop()
+	accepts := func(n int) bool {
+		err := dsync.NewOnce(s, path, dsync.WithData(make([]byte, n))).Do(done, func(context.Context) error { return nil })
+		return errors.Is(err, context.Canceled)
+	}
+	n := 0
+	for hi := 1 << 20; n+1 < hi; {
+		if mid := (n + hi) / 2; accepts(mid) {
+			n = mid
+		} else {
+			hi = mid
+		}
+	}
+	for _, p := range []string{path, path + "/lock"} {
+		if _, err := obs.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := s.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(seq string) error {
+		node, err := obs.Create(path+"/lock/"+zkconn.ProtectedName("lock-"+seq), nil, 0, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer obs.Delete(node, -1)
+		data := append(make([]byte, n), " at="+time.Now().UTC().Format(time.RFC3339)...)
+		return h.DoOnce(ctx, func(c *zk.Conn) error {
+			_, err := c.Multi(
+				&zk.CheckVersionRequest{Path: node, Version: -1},
+				&zk.CreateRequest{Path: path + "/done", Data: data, Acl: s.ACL()},
+			)
+			if err == nil {
+				c.Delete(path+"/done", -1)
+			}
+			return err
+		})
+	}
+	if err := record("0000000042"); err != nil {
+		t.Fatalf("the record of a run before the wrap, with the largest WithData Do takes (%d bytes) = %v", n, err)
+	}
+	for _, seq := range []string{"-2147483648", "-1000000000"} {
+		if err := record(seq); err != nil {
+			t.Errorf("Do takes WithData of %d bytes, but the record under lock node …-lock-%s = %v", n, seq, err)
+		}
+	}
+	for _, p := range []string{path + "/lock", path} {
+		obs.Delete(p, -1)
 	}
 }
 

@@ -95,7 +95,7 @@ func (m *SemaphoreMutex) Revoked() <-chan struct{} {
 // ErrOutcomeUnknown and ctx.Err(). A write whose reply a dropped connection
 // lost is not guessed at: the node is read again after the reconnect.
 func Revoke(ctx context.Context, sess *zkconn.Session, node string) error {
-	if err := validate(sess, node); err != nil {
+	if err := validateUpTo(sess, node, maxPath+maxName); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
