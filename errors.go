@@ -21,7 +21,7 @@ var ErrNilSession = errors.New("dsync: nil session")
 
 // ErrBadPath is wrapped by the error returned for a path ZooKeeper would
 // reject (see zkconn.ValidatePath), or a lock path longer than 4096 bytes
-// (a node's, given to Revoke, may be 64 bytes longer). Nothing is sent to
+// (a node's, given to Revoke, may be 67 bytes longer). Nothing is sent to
 // ZooKeeper.
 var ErrBadPath = zkconn.ErrBadPath
 

@@ -763,11 +763,12 @@ func watchNode(ctx context.Context, h zkconn.Handle, node string) (int64, *zkcon
 // request carries its node's path several times (its delete, and a create
 // and a delete per signal), and must stay well inside what ZooKeeper takes
 // in one (zkconn.ErrTooLarge): the signals go out with the delete or not at
-// all. maxName is the most a node's name adds to it: _c_<UUID>-, a marker
-// and a sequence number of up to 11 characters.
+// all. maxName is the most a node's path adds to its lock's: a parent of the
+// lock's own (/leases/, the longest), _c_<UUID>-, a marker (__WRIT__, the
+// longest) and a sequence number of up to 11 characters.
 const (
 	maxPath = 4096
-	maxName = 64
+	maxName = len("/leases/") + len("_c_-") + 36 + len("__WRIT__") + 11
 )
 
 // validate checks what every primitive is given, before anything is sent.

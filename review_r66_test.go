@@ -1,0 +1,363 @@
+package dsync_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// r66Flush makes one round trip on s's current connection, so that every
+// event ZooKeeper sent it before is handled.
+func r66Flush(t *testing.T, ctx context.Context, s *zkconn.Session, path string) {
+	t.Helper()
+	h, err := s.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Do(ctx, func(c *zk.Conn) error { _, err := c.Sync(path); return err }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// r66Ordered sorts an RWMutex's writer node names by sequence.
+func r66Ordered(names []string) []string {
+	out := slices.Clone(names)
+	slices.SortFunc(out, func(a, b string) int { return strings.Compare(a[len(a)-10:], b[len(b)-10:]) })
+	return out
+}
+
+type r66Res struct {
+	held context.Context
+	err  error
+}
+
+// r66TakeBackLive: A holds, X (revocable) waits, W waits third (through a
+// proxy). A revocation request into X makes W take back X's signal while X
+// still exists (its takeBack multi struck with action), and follow X again.
+// W must not hold while A or X does, and must hold once X releases.
+func r66TakeBackLive(t *testing.T, action zktest.Action) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	sa := dial(t, []string{shared.Addr()})
+	sx := dial(t, []string{shared.Addr()})
+	p := zktest.NewProxy(t, shared.Addr())
+	sw := dial(t, []string{p.Addr()})
+	watchElsewhere(t, ctx, sw)
+	a := dsync.NewMutex(sa, path)
+	if _, err := a.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x := dsync.NewMutex(sx, path, dsync.Revocable())
+	xdone := make(chan r66Res, 1)
+	go func() { h, err := x.LockContext(ctx); xdone <- r66Res{h, err} }()
+	nodeX := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[1]
+	w := dsync.NewMutex(sw, path)
+	wdone := make(chan r66Res, 1)
+	go func() { h, err := w.LockContext(ctx); wdone <- r66Res{h, err} }()
+	nodeW := path + "/" + orderedNames(awaitChildren(t, obs, path, 3))[2]
+	idW := mustSessionOf(t, obs, nodeW)
+	awaitWatch(t, shared, nodeX+".handoff", idW)
+	awaitWatch(t, shared, nodeX, idW)
+	awaitWatch(t, shared, nodeW, idW)
+
+	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: nodeX + ".handoff"}, action)
+	if err := dsync.Revoke(ctx, sa, nodeX); err != nil {
+		t.Fatal(err)
+	}
+	<-f.Struck()
+	awaitWatch(t, shared, nodeX, idW) // W follows X again
+	awaitWatch(t, shared, nodeX+".handoff", idW)
+	r66Flush(t, ctx, sw, path)
+	select {
+	case r := <-wdone:
+		t.Fatalf("W returned (%v) while A holds and X waits", r.err)
+	default:
+	}
+	a.Unlock()
+	rx := <-xdone
+	if rx.err != nil {
+		t.Fatalf("X: %v", rx.err)
+	}
+	r66Flush(t, ctx, sw, path)
+	awaitWatch(t, shared, nodeX, idW)
+	select {
+	case r := <-wdone:
+		t.Fatalf("W returned (%v) while X holds (X's hold err %v)", r.err, rx.held.Err())
+	default:
+	}
+	x.Unlock()
+	rw := <-wdone
+	if rw.err != nil {
+		t.Fatalf("W: %v", rw.err)
+	}
+	w.Unlock()
+	awaitChildren(t, obs, path, 0)
+	r66Flush(t, ctx, sw, path)
+	if left := watchesUnder(t, path, obs); len(left) > 0 {
+		t.Errorf("no node left under %s, but watches are: %v", path, left)
+	}
+}
+
+func TestReviewR66TakeBackLivePass(t *testing.T) { r66TakeBackLive(t, zktest.Pass) }
+func TestReviewR66TakeBackLiveLose(t *testing.T) { r66TakeBackLive(t, zktest.Lose) }
+func TestReviewR66TakeBackLiveCut(t *testing.T)  { r66TakeBackLive(t, zktest.Cut) }
+func TestReviewR66TakeBackLiveDrop(t *testing.T) { r66TakeBackLive(t, zktest.Drop) }
+
+// r66Downgrade: RWMutex writers W0 (holds), W1 (waits), W2 (third, through a
+// proxy; it follows W1 as a deep waiter). W0 releases, W1 holds, and
+// downgrades: W2 takes back W1's signal while W1 holds (its multi struck
+// with action), lists, and follows the read node. W1 releases its write
+// hold (its signal sent with the delete): W2 must not hold until the read
+// hold ends.
+func r66Downgrade(t *testing.T, action zktest.Action) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	sa := dial(t, []string{shared.Addr()})
+	sx := dial(t, []string{shared.Addr()})
+	p := zktest.NewProxy(t, shared.Addr())
+	sw := dial(t, []string{p.Addr()})
+	watchElsewhere(t, ctx, sw)
+	a := dsync.NewRWMutex(sa, path)
+	if _, err := a.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x := dsync.NewRWMutex(sx, path)
+	xdone := make(chan r66Res, 1)
+	go func() { h, err := x.LockContext(ctx); xdone <- r66Res{h, err} }()
+	node1 := path + "/" + r66Ordered(awaitChildren(t, obs, path, 2))[1]
+	w := dsync.NewRWMutex(sw, path)
+	wdone := make(chan r66Res, 1)
+	go func() { h, err := w.LockContext(ctx); wdone <- r66Res{h, err} }()
+	node2 := path + "/" + r66Ordered(awaitChildren(t, obs, path, 3))[2]
+	idW := mustSessionOf(t, obs, node2)
+	awaitWatch(t, shared, node1+".handoff", idW)
+	awaitWatch(t, shared, node1, idW)
+	a.Unlock()
+	rx := <-xdone
+	if rx.err != nil {
+		t.Fatalf("W1: %v", rx.err)
+	}
+	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: node1 + ".handoff"}, action)
+	before := p.Requests()
+	rctx, err := x.RLockContext(rx.held) // downgrade
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-f.Struck()
+	var rnode string
+	for _, k := range awaitChildren(t, obs, path, 3) {
+		if strings.Contains(k, "__READ__") {
+			rnode = path + "/" + k
+		}
+	}
+	awaitWatch(t, shared, rnode, idW) // W2 follows the read node
+	t.Logf("W2's requests from the downgrade until it follows the read node: %d", p.Requests()-before)
+	x.Unlock() // write hold: node1 and its signal
+	awaitChildren(t, obs, path, 2)
+	r66Flush(t, ctx, sw, path)
+	select {
+	case r := <-wdone:
+		t.Fatalf("W2 returned (%v) while W1's downgrade holds for reading (%v)", r.err, rctx.Err())
+	default:
+	}
+	x.RUnlock()
+	rw := <-wdone
+	if rw.err != nil {
+		t.Fatalf("W2: %v", rw.err)
+	}
+	w.Unlock()
+	awaitChildren(t, obs, path, 0)
+	r66Flush(t, ctx, sw, path)
+	if left := watchesUnder(t, path, obs); len(left) > 0 {
+		t.Errorf("no node left under %s, but watches are: %v", path, left)
+	}
+}
+
+func TestReviewR66DowngradePass(t *testing.T) { r66Downgrade(t, zktest.Pass) }
+func TestReviewR66DowngradeLose(t *testing.T) { r66Downgrade(t, zktest.Lose) }
+func TestReviewR66DowngradeCut(t *testing.T)  { r66Downgrade(t, zktest.Cut) }
+
+// TestReviewR66RevokeLeaseNodeAfterWrap: a Weighted (SemaphoreMutex) at the
+// longest path dsync takes, 4096 bytes, has lease nodes at
+// PATH/leases/_c_<uuid>-lease-<seq>: 64 bytes more with a 10-digit sequence,
+// 65 once the leases parent's cversion is past 2^31 (ZooKeeper writes
+// "%010d": "-2147483648"). Revoke allowed 64, so it refused such a holder's
+// node. The node is made by hand (a cversion cannot be moved 2^31
+// in a test), with the name ZooKeeper would give it.
+func TestReviewR66RevokeLeaseNodeAfterWrap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := lockPath(t)
+	path := base + "/"
+	path += strings.Repeat("a", 4096-len(path))
+	obs := observer(t, shared.Addr())
+	s := dial(t, []string{shared.Addr()})
+	for _, p := range []string{base, path, path + "/leases"} {
+		if _, err := obs.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	for _, seq := range []string{"0000000042", "-2147483648"} {
+		node := path + "/leases/" + zkconn.ProtectedName("lease-"+seq)
+		if _, err := obs.Create(node, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		if err := dsync.Revoke(ctx, s, node); err != nil {
+			t.Errorf("Revoke of a lease node (%d bytes, sequence %s) under a %d-byte path dsync takes = %v; want nil",
+				len(node), seq, len(path), err)
+		}
+		obs.Delete(node, -1)
+	}
+	for _, p := range []string{path + "/leases", path, base} {
+		obs.Delete(p, -1)
+	}
+}
+
+// TestReviewR66DowngradeAcrossReconnect: as r66Downgrade, but W2 hears
+// nothing from the downgrade until W1 has released its write hold, and then
+// only on a new connection (a deletion, no write): W2 must list again (its
+// link closed), take back W1's signal, and wait for the read hold.
+func TestReviewR66DowngradeAcrossReconnect(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	sa := dial(t, []string{shared.Addr()})
+	sx := dial(t, []string{shared.Addr()})
+	p := zktest.NewProxy(t, shared.Addr())
+	sw := dial(t, []string{p.Addr()})
+	a := dsync.NewRWMutex(sa, path)
+	if _, err := a.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x := dsync.NewRWMutex(sx, path)
+	xdone := make(chan r66Res, 1)
+	go func() { h, err := x.LockContext(ctx); xdone <- r66Res{h, err} }()
+	node1 := path + "/" + r66Ordered(awaitChildren(t, obs, path, 2))[1]
+	w := dsync.NewRWMutex(sw, path)
+	wdone := make(chan r66Res, 1)
+	go func() { h, err := w.LockContext(ctx); wdone <- r66Res{h, err} }()
+	node2 := path + "/" + r66Ordered(awaitChildren(t, obs, path, 3))[2]
+	idW := mustSessionOf(t, obs, node2)
+	awaitWatch(t, shared, node1+".handoff", idW)
+	awaitWatch(t, shared, node1, idW)
+	a.Unlock()
+	rx := <-xdone
+	if rx.err != nil {
+		t.Fatalf("W1: %v", rx.err)
+	}
+	p.DropReplies()
+	rctx, err := x.RLockContext(rx.held) // downgrade
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Unlock() // the write node goes, with its signal
+	awaitChildren(t, obs, path, 2)
+	p.Heal()
+	var rnode string
+	for _, k := range children(t, obs, path) {
+		if strings.Contains(k, "__READ__") {
+			rnode = path + "/" + k
+		}
+	}
+	awaitWatch(t, shared, rnode, idW)
+	r66Flush(t, ctx, sw, path)
+	select {
+	case r := <-wdone:
+		t.Fatalf("W2 returned (%v) while W1's downgrade holds for reading (%v)", r.err, rctx.Err())
+	default:
+	}
+	x.RUnlock()
+	rw := <-wdone
+	if rw.err != nil {
+		t.Fatalf("W2: %v", rw.err)
+	}
+	w.Unlock()
+	awaitChildren(t, obs, path, 0)
+	r66Flush(t, ctx, sw, path)
+	if left := watchesUnder(t, path, obs); len(left) > 0 {
+		t.Errorf("no node left under %s, but watches are: %v", path, left)
+	}
+}
+
+// TestReviewR66TakeBackOwnNodeDeleted: W's takeBack of X's signal (X
+// written to) is black-holed; an operator deletes W's node meanwhile. The
+// takeBack sent again fails its check; W queues again. No two holders, no
+// watch left.
+func TestReviewR66TakeBackOwnNodeDeleted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	obs := observer(t, shared.Addr())
+	sa := dial(t, []string{shared.Addr()})
+	sx := dial(t, []string{shared.Addr()})
+	p := zktest.NewProxy(t, shared.Addr())
+	sw := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
+	a := dsync.NewMutex(sa, path)
+	if _, err := a.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x := dsync.NewMutex(sx, path, dsync.Revocable())
+	xdone := make(chan r66Res, 1)
+	go func() { h, err := x.LockContext(ctx); xdone <- r66Res{h, err} }()
+	nodeX := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[1]
+	w := dsync.NewMutex(sw, path)
+	wdone := make(chan r66Res, 1)
+	go func() { h, err := w.LockContext(ctx); wdone <- r66Res{h, err} }()
+	nodeW := path + "/" + orderedNames(awaitChildren(t, obs, path, 3))[2]
+	idW := mustSessionOf(t, obs, nodeW)
+	awaitWatch(t, shared, nodeX+".handoff", idW)
+	awaitWatch(t, shared, nodeX, idW)
+	awaitWatch(t, shared, nodeW, idW)
+	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: nodeX + ".handoff"}, zktest.BlackHole)
+	if err := dsync.Revoke(ctx, sa, nodeX); err != nil {
+		t.Fatal(err)
+	}
+	<-f.Struck()
+	if err := obs.Delete(nodeW, -1); err != nil {
+		t.Fatal(err)
+	}
+	p.Heal()
+	kids := awaitChildren(t, obs, path, 3) // W queued again
+	nodeW2 := path + "/" + orderedNames(kids)[2]
+	if nodeW2 == nodeW {
+		t.Fatal("same node")
+	}
+	awaitWatch(t, shared, nodeX, idW)
+	awaitWatch(t, shared, nodeX+".handoff", idW)
+	a.Unlock()
+	rx := <-xdone
+	if rx.err != nil {
+		t.Fatalf("X: %v", rx.err)
+	}
+	r66Flush(t, ctx, sw, path)
+	awaitWatch(t, shared, nodeX, idW)
+	select {
+	case r := <-wdone:
+		t.Fatalf("W returned (%v) while X holds", r.err)
+	default:
+	}
+	x.Unlock()
+	rw := <-wdone
+	if rw.err != nil {
+		t.Fatalf("W: %v", rw.err)
+	}
+	w.Unlock()
+	awaitChildren(t, obs, path, 0)
+	r66Flush(t, ctx, sw, path)
+	if left := watchesUnder(t, path, obs); len(left) > 0 {
+		t.Errorf("no node left under %s, but watches are: %v", path, left)
+	}
+}
