@@ -1,6 +1,7 @@
 package dsync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,8 @@ type Once struct {
 	path string
 	done string // full path of the record, path/done
 	who  []byte
+	// big is the error of a record who makes too large (see NewOnce).
+	big error
 }
 
 // NewOnce returns a Once at path. Nothing is sent to ZooKeeper until it is
@@ -45,7 +48,17 @@ func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
 	o := newOptions(opts)
 	m := NewMutex(sess, path+"/lock", WithLossPolicy(o.policy))
 	m.err = validate(sess, path) // the error names the path given
-	return &Once{m: m, path: path, done: path + "/done", who: o.data}
+	once := &Once{m: m, path: path, done: path + "/done", who: o.data}
+	if m.err == nil {
+		// A record too large to write would leave f to run at every Do.
+		// No lock node's name is longer than this one: ZooKeeper writes
+		// its sequence number with 10 digits, and a minus sign past 2^31.
+		node := m.q.path + "/" + zkconn.ProtectedName(lockMarker+"-2147483648")
+		if err := zkconn.CheckMulti(once.recordOps(node)...); err != nil {
+			once.big = fmt.Errorf("dsync: %s: the record of a run (WithData): %w", once.done, err)
+		}
+	}
+	return once
 }
 
 // Do calls f unless a run of it already succeeded at o's path, in this
@@ -69,15 +82,8 @@ func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
 // before f runs Do returns ctx.Err() or the error that stopped it. A ctx
 // already done fails before anything is sent.
 func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
-	if o.m.err != nil {
-		return o.m.err
-	}
-	// A record too large to write would leave f to run at every Do. No
-	// lock node's name is longer than this one: ZooKeeper writes its
-	// sequence number with 10 digits, and a minus sign past 2^31.
-	node := o.m.q.path + "/" + zkconn.ProtectedName(lockMarker+"-2147483648")
-	if err := zkconn.CheckMulti(o.recordOps(node)...); err != nil {
-		return fmt.Errorf("dsync: %s: the record of a run (WithData): %w", o.done, err)
+	if err := cmp.Or(o.m.err, o.big); err != nil {
+		return err
 	}
 	if done, err := o.Done(ctx); err != nil || done {
 		return err

@@ -635,8 +635,8 @@ func (e *entry) gone(ctx context.Context, first bool, handoff *signal) (bool, si
 // sending it or was written to, so that our watch on it fires rather than
 // stay set for as long as the session lives: in one transaction with a
 // check that e's node still exists, because only while it does is no other
-// waiter watching s (see entry.fire). Sent, s leaves e.fire; otherwise (e's node is gone, or ctx
-// ended) it stays there.
+// waiter watching s (see entry.fire). Sent, s leaves e.fire; otherwise (e's
+// node is gone, or ctx ended) it stays there.
 func (e *entry) takeBack(ctx context.Context, s signal) {
 	unwatch(e.watches, s.path) // first: a reconnect may come before the signal
 	if e.h.Signal(ctx, e.node, s.path) == nil {

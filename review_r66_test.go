@@ -113,76 +113,112 @@ func TestReviewR66TakeBackLiveLose(t *testing.T) { r66TakeBackLive(t, zktest.Los
 func TestReviewR66TakeBackLiveCut(t *testing.T)  { r66TakeBackLive(t, zktest.Cut) }
 func TestReviewR66TakeBackLiveDrop(t *testing.T) { r66TakeBackLive(t, zktest.Drop) }
 
-// r66Downgrade: RWMutex writers W0 (holds), W1 (waits), W2 (third, through a
-// proxy; it follows W1 as a deep waiter). W0 releases, W1 holds, and
-// downgrades: W2 takes back W1's signal while W1 holds (its multi struck
-// with action), lists, and follows the read node. W1 releases its write
-// hold (its signal sent with the delete): W2 must not hold until the read
-// hold ends.
-func r66Downgrade(t *testing.T, action zktest.Action) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+// r66Queue is an RWMutex's queue of three writers: W0 held, then released;
+// W1 (x, its write hold xheld) holding after it; W2 (w, session sw, through
+// proxy p), third, followed W1 as a deep waiter (W1's node and its signal
+// watched).
+type r66Queue struct {
+	path, node1 string
+	obs         *zk.Conn
+	p           *zktest.Proxy
+	sw          *zkconn.Session
+	x, w        *dsync.RWMutex
+	xheld       context.Context
+	wdone       chan r66Res
+	idW         int64
+}
+
+// r66Writers sets up an r66Queue; with elsewhere set, W2's session watches
+// many nodes elsewhere too (see watchElsewhere).
+func r66Writers(t *testing.T, ctx context.Context, elsewhere bool) *r66Queue {
+	q := &r66Queue{path: lockPath(t), obs: observer(t, shared.Addr()), p: zktest.NewProxy(t, shared.Addr())}
 	sa := dial(t, []string{shared.Addr()})
 	sx := dial(t, []string{shared.Addr()})
-	p := zktest.NewProxy(t, shared.Addr())
-	sw := dial(t, []string{p.Addr()})
-	watchElsewhere(t, ctx, sw)
-	a := dsync.NewRWMutex(sa, path)
+	q.sw = dial(t, []string{q.p.Addr()})
+	if elsewhere {
+		watchElsewhere(t, ctx, q.sw)
+	}
+	a := dsync.NewRWMutex(sa, q.path)
 	if _, err := a.LockContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x := dsync.NewRWMutex(sx, path)
+	q.x = dsync.NewRWMutex(sx, q.path)
 	xdone := make(chan r66Res, 1)
-	go func() { h, err := x.LockContext(ctx); xdone <- r66Res{h, err} }()
-	node1 := path + "/" + r66Ordered(awaitChildren(t, obs, path, 2))[1]
-	w := dsync.NewRWMutex(sw, path)
-	wdone := make(chan r66Res, 1)
-	go func() { h, err := w.LockContext(ctx); wdone <- r66Res{h, err} }()
-	node2 := path + "/" + r66Ordered(awaitChildren(t, obs, path, 3))[2]
-	idW := mustSessionOf(t, obs, node2)
-	awaitWatch(t, shared, node1+".handoff", idW)
-	awaitWatch(t, shared, node1, idW)
+	go func() { h, err := q.x.LockContext(ctx); xdone <- r66Res{h, err} }()
+	q.node1 = q.path + "/" + r66Ordered(awaitChildren(t, q.obs, q.path, 2))[1]
+	q.w = dsync.NewRWMutex(q.sw, q.path)
+	q.wdone = make(chan r66Res, 1)
+	go func() { h, err := q.w.LockContext(ctx); q.wdone <- r66Res{h, err} }()
+	node2 := q.path + "/" + r66Ordered(awaitChildren(t, q.obs, q.path, 3))[2]
+	q.idW = mustSessionOf(t, q.obs, node2)
+	awaitWatch(t, shared, q.node1+".handoff", q.idW)
+	awaitWatch(t, shared, q.node1, q.idW)
 	a.Unlock()
 	rx := <-xdone
 	if rx.err != nil {
 		t.Fatalf("W1: %v", rx.err)
 	}
-	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: node1 + ".handoff"}, action)
-	before := p.Requests()
-	rctx, err := x.RLockContext(rx.held) // downgrade
+	q.xheld = rx.held
+	return q
+}
+
+// readNode returns the path of W1's read node, once W2 follows it.
+func (q *r66Queue) readNode(t *testing.T) string {
+	t.Helper()
+	var rnode string
+	for _, k := range children(t, q.obs, q.path) {
+		if strings.Contains(k, "__READ__") {
+			rnode = q.path + "/" + k
+		}
+	}
+	awaitWatch(t, shared, rnode, q.idW)
+	return rnode
+}
+
+// readHoldFirst checks, once W1's write node is gone and W1 holds for
+// reading (rctx), that W2 holds only after RUnlock, and that nothing is left.
+func (q *r66Queue) readHoldFirst(t *testing.T, ctx, rctx context.Context) {
+	t.Helper()
+	r66Flush(t, ctx, q.sw, q.path)
+	select {
+	case r := <-q.wdone:
+		t.Fatalf("W2 returned (%v) while W1's downgrade holds for reading (%v)", r.err, rctx.Err())
+	default:
+	}
+	q.x.RUnlock()
+	rw := <-q.wdone
+	if rw.err != nil {
+		t.Fatalf("W2: %v", rw.err)
+	}
+	q.w.Unlock()
+	awaitChildren(t, q.obs, q.path, 0)
+	r66Flush(t, ctx, q.sw, q.path)
+	if left := watchesUnder(t, q.path, q.obs); len(left) > 0 {
+		t.Errorf("no node left under %s, but watches are: %v", q.path, left)
+	}
+}
+
+// r66Downgrade: W1 of an r66Queue downgrades: W2 takes back W1's signal
+// while W1 holds (its multi struck with action), lists, and follows the read
+// node. W1 releases its write hold (its signal sent with the delete): W2
+// must not hold until the read hold ends.
+func r66Downgrade(t *testing.T, action zktest.Action) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	q := r66Writers(t, ctx, true)
+	f := q.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: q.node1 + ".handoff"}, action)
+	before := q.p.Requests()
+	rctx, err := q.x.RLockContext(q.xheld) // downgrade
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-f.Struck()
-	var rnode string
-	for _, k := range awaitChildren(t, obs, path, 3) {
-		if strings.Contains(k, "__READ__") {
-			rnode = path + "/" + k
-		}
-	}
-	awaitWatch(t, shared, rnode, idW) // W2 follows the read node
-	t.Logf("W2's requests from the downgrade until it follows the read node: %d", p.Requests()-before)
-	x.Unlock() // write hold: node1 and its signal
-	awaitChildren(t, obs, path, 2)
-	r66Flush(t, ctx, sw, path)
-	select {
-	case r := <-wdone:
-		t.Fatalf("W2 returned (%v) while W1's downgrade holds for reading (%v)", r.err, rctx.Err())
-	default:
-	}
-	x.RUnlock()
-	rw := <-wdone
-	if rw.err != nil {
-		t.Fatalf("W2: %v", rw.err)
-	}
-	w.Unlock()
-	awaitChildren(t, obs, path, 0)
-	r66Flush(t, ctx, sw, path)
-	if left := watchesUnder(t, path, obs); len(left) > 0 {
-		t.Errorf("no node left under %s, but watches are: %v", path, left)
-	}
+	awaitChildren(t, q.obs, q.path, 3)
+	q.readNode(t) // W2 follows the read node
+	t.Logf("W2's requests from the downgrade until it follows the read node: %d", q.p.Requests()-before)
+	q.x.Unlock() // write hold: node1 and its signal
+	awaitChildren(t, q.obs, q.path, 2)
+	q.readHoldFirst(t, ctx, rctx)
 }
 
 func TestReviewR66DowngradePass(t *testing.T) { r66Downgrade(t, zktest.Pass) }
@@ -232,64 +268,17 @@ func TestReviewR66RevokeLeaseNodeAfterWrap(t *testing.T) {
 func TestReviewR66DowngradeAcrossReconnect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
-	sa := dial(t, []string{shared.Addr()})
-	sx := dial(t, []string{shared.Addr()})
-	p := zktest.NewProxy(t, shared.Addr())
-	sw := dial(t, []string{p.Addr()})
-	a := dsync.NewRWMutex(sa, path)
-	if _, err := a.LockContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	x := dsync.NewRWMutex(sx, path)
-	xdone := make(chan r66Res, 1)
-	go func() { h, err := x.LockContext(ctx); xdone <- r66Res{h, err} }()
-	node1 := path + "/" + r66Ordered(awaitChildren(t, obs, path, 2))[1]
-	w := dsync.NewRWMutex(sw, path)
-	wdone := make(chan r66Res, 1)
-	go func() { h, err := w.LockContext(ctx); wdone <- r66Res{h, err} }()
-	node2 := path + "/" + r66Ordered(awaitChildren(t, obs, path, 3))[2]
-	idW := mustSessionOf(t, obs, node2)
-	awaitWatch(t, shared, node1+".handoff", idW)
-	awaitWatch(t, shared, node1, idW)
-	a.Unlock()
-	rx := <-xdone
-	if rx.err != nil {
-		t.Fatalf("W1: %v", rx.err)
-	}
-	p.DropReplies()
-	rctx, err := x.RLockContext(rx.held) // downgrade
+	q := r66Writers(t, ctx, false)
+	q.p.DropReplies()
+	rctx, err := q.x.RLockContext(q.xheld) // downgrade
 	if err != nil {
 		t.Fatal(err)
 	}
-	x.Unlock() // the write node goes, with its signal
-	awaitChildren(t, obs, path, 2)
-	p.Heal()
-	var rnode string
-	for _, k := range children(t, obs, path) {
-		if strings.Contains(k, "__READ__") {
-			rnode = path + "/" + k
-		}
-	}
-	awaitWatch(t, shared, rnode, idW)
-	r66Flush(t, ctx, sw, path)
-	select {
-	case r := <-wdone:
-		t.Fatalf("W2 returned (%v) while W1's downgrade holds for reading (%v)", r.err, rctx.Err())
-	default:
-	}
-	x.RUnlock()
-	rw := <-wdone
-	if rw.err != nil {
-		t.Fatalf("W2: %v", rw.err)
-	}
-	w.Unlock()
-	awaitChildren(t, obs, path, 0)
-	r66Flush(t, ctx, sw, path)
-	if left := watchesUnder(t, path, obs); len(left) > 0 {
-		t.Errorf("no node left under %s, but watches are: %v", path, left)
-	}
+	q.x.Unlock() // the write node goes, with its signal
+	awaitChildren(t, q.obs, q.path, 2)
+	q.p.Heal()
+	q.readNode(t)
+	q.readHoldFirst(t, ctx, rctx)
 }
 
 // TestReviewR66TakeBackOwnNodeDeleted: W's takeBack of X's signal (X

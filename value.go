@@ -212,8 +212,8 @@ func (v *Value[T]) Set(ctx context.Context, x T) error {
 //
 // On any other failure x was not written, and it returns false and ctx.Err(),
 // or an error wrapping ErrClosed, the Codec's error, zkconn.ErrTooLarge (see
-// Set), or ZooKeeper's. A prev.Version of -1 (ZooKeeper's "any version") is refused with an error. A
-// ctx already done fails before anything is sent.
+// Set), or ZooKeeper's. A prev.Version of -1 (ZooKeeper's "any version") is
+// refused with an error. A ctx already done fails before anything is sent.
 func (v *Value[T]) CompareAndSet(ctx context.Context, prev Versioned[T], x T) (bool, error) {
 	if v.err != nil {
 		return false, v.err
