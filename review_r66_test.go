@@ -39,73 +39,99 @@ type r66Res struct {
 	err  error
 }
 
-// r66TakeBackLive: A holds, X (revocable) waits, W waits third (through a
-// proxy). A revocation request into X makes W take back X's signal while X
-// still exists (its takeBack multi struck with action), and follow X again.
-// W must not hold while A or X does, and must hold once X releases.
-func r66TakeBackLive(t *testing.T, action zktest.Action) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
-	sa := dial(t, []string{shared.Addr()})
-	sx := dial(t, []string{shared.Addr()})
-	p := zktest.NewProxy(t, shared.Addr())
-	sw := dial(t, []string{p.Addr()})
-	watchElsewhere(t, ctx, sw)
-	a := dsync.NewMutex(sa, path)
-	if _, err := a.LockContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	x := dsync.NewMutex(sx, path, dsync.Revocable())
-	xdone := make(chan r66Res, 1)
-	go func() { h, err := x.LockContext(ctx); xdone <- r66Res{h, err} }()
-	nodeX := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[1]
-	w := dsync.NewMutex(sw, path)
-	wdone := make(chan r66Res, 1)
-	go func() { h, err := w.LockContext(ctx); wdone <- r66Res{h, err} }()
-	nodeW := path + "/" + orderedNames(awaitChildren(t, obs, path, 3))[2]
-	idW := mustSessionOf(t, obs, nodeW)
-	awaitWatch(t, shared, nodeX+".handoff", idW)
-	awaitWatch(t, shared, nodeX, idW)
-	awaitWatch(t, shared, nodeW, idW)
+// r66Line is a Mutex's queue of three: A holds, X (revocable) waits, W
+// (session sw, through proxy p) waits third, following X as a deep waiter
+// (X's node and its signal watched), and its own node.
+type r66Line struct {
+	path, nodeX, nodeW string
+	obs                *zk.Conn
+	p                  *zktest.Proxy
+	sa, sw             *zkconn.Session
+	a, x, w            *dsync.Mutex
+	xdone, wdone       chan r66Res
+	idW                int64
+}
 
-	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: nodeX + ".handoff"}, action)
-	if err := dsync.Revoke(ctx, sa, nodeX); err != nil {
+// r66Mutexes sets up an r66Line; with elsewhere set, W's session watches
+// many nodes elsewhere too (see watchElsewhere). opts are W's session's.
+func r66Mutexes(t *testing.T, ctx context.Context, elsewhere bool, opts ...zkconn.Option) *r66Line {
+	l := &r66Line{path: lockPath(t), obs: observer(t, shared.Addr()), p: zktest.NewProxy(t, shared.Addr())}
+	l.sa = dial(t, []string{shared.Addr()})
+	sx := dial(t, []string{shared.Addr()})
+	l.sw = dial(t, []string{l.p.Addr()}, opts...)
+	if elsewhere {
+		watchElsewhere(t, ctx, l.sw)
+	}
+	l.a = dsync.NewMutex(l.sa, l.path)
+	if _, err := l.a.LockContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
-	awaitWatch(t, shared, nodeX, idW) // W follows X again
-	awaitWatch(t, shared, nodeX+".handoff", idW)
-	r66Flush(t, ctx, sw, path)
-	select {
-	case r := <-wdone:
-		t.Fatalf("W returned (%v) while A holds and X waits", r.err)
-	default:
-	}
-	a.Unlock()
-	rx := <-xdone
+	l.x = dsync.NewMutex(sx, l.path, dsync.Revocable())
+	l.xdone = make(chan r66Res, 1)
+	go func() { h, err := l.x.LockContext(ctx); l.xdone <- r66Res{h, err} }()
+	l.nodeX = l.path + "/" + orderedNames(awaitChildren(t, l.obs, l.path, 2))[1]
+	l.w = dsync.NewMutex(l.sw, l.path)
+	l.wdone = make(chan r66Res, 1)
+	go func() { h, err := l.w.LockContext(ctx); l.wdone <- r66Res{h, err} }()
+	l.nodeW = l.path + "/" + orderedNames(awaitChildren(t, l.obs, l.path, 3))[2]
+	l.idW = mustSessionOf(t, l.obs, l.nodeW)
+	awaitWatch(t, shared, l.nodeX+".handoff", l.idW)
+	awaitWatch(t, shared, l.nodeX, l.idW)
+	awaitWatch(t, shared, l.nodeW, l.idW)
+	return l
+}
+
+// inTurn releases A, then X: W must not hold while X does, must hold once
+// X releases, and nothing is left after W's release.
+func (l *r66Line) inTurn(t *testing.T, ctx context.Context) {
+	t.Helper()
+	l.a.Unlock()
+	rx := <-l.xdone
 	if rx.err != nil {
 		t.Fatalf("X: %v", rx.err)
 	}
-	r66Flush(t, ctx, sw, path)
-	awaitWatch(t, shared, nodeX, idW)
+	r66Flush(t, ctx, l.sw, l.path)
+	awaitWatch(t, shared, l.nodeX, l.idW)
 	select {
-	case r := <-wdone:
+	case r := <-l.wdone:
 		t.Fatalf("W returned (%v) while X holds (X's hold err %v)", r.err, rx.held.Err())
 	default:
 	}
-	x.Unlock()
-	rw := <-wdone
+	l.x.Unlock()
+	rw := <-l.wdone
 	if rw.err != nil {
 		t.Fatalf("W: %v", rw.err)
 	}
-	w.Unlock()
-	awaitChildren(t, obs, path, 0)
-	r66Flush(t, ctx, sw, path)
-	if left := watchesUnder(t, path, obs); len(left) > 0 {
-		t.Errorf("no node left under %s, but watches are: %v", path, left)
+	l.w.Unlock()
+	awaitChildren(t, l.obs, l.path, 0)
+	r66Flush(t, ctx, l.sw, l.path)
+	if left := watchesUnder(t, l.path, l.obs); len(left) > 0 {
+		t.Errorf("no node left under %s, but watches are: %v", l.path, left)
 	}
+}
+
+// r66TakeBackLive: a revocation request into X makes W take back X's signal
+// while X still exists (its takeBack multi struck with action), and follow
+// X again. W must not hold while A or X does, and must hold once X
+// releases.
+func r66TakeBackLive(t *testing.T, action zktest.Action) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := r66Mutexes(t, ctx, true)
+	f := l.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: l.nodeX + ".handoff"}, action)
+	if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
+		t.Fatal(err)
+	}
+	<-f.Struck()
+	awaitWatch(t, shared, l.nodeX, l.idW) // W follows X again
+	awaitWatch(t, shared, l.nodeX+".handoff", l.idW)
+	r66Flush(t, ctx, l.sw, l.path)
+	select {
+	case r := <-l.wdone:
+		t.Fatalf("W returned (%v) while A holds and X waits", r.err)
+	default:
+	}
+	l.inTurn(t, ctx)
 }
 
 func TestReviewR66TakeBackLivePass(t *testing.T) { r66TakeBackLive(t, zktest.Pass) }
@@ -288,65 +314,21 @@ func TestReviewR66DowngradeAcrossReconnect(t *testing.T) {
 func TestReviewR66TakeBackOwnNodeDeleted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
-	sa := dial(t, []string{shared.Addr()})
-	sx := dial(t, []string{shared.Addr()})
-	p := zktest.NewProxy(t, shared.Addr())
-	sw := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
-	a := dsync.NewMutex(sa, path)
-	if _, err := a.LockContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	x := dsync.NewMutex(sx, path, dsync.Revocable())
-	xdone := make(chan r66Res, 1)
-	go func() { h, err := x.LockContext(ctx); xdone <- r66Res{h, err} }()
-	nodeX := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[1]
-	w := dsync.NewMutex(sw, path)
-	wdone := make(chan r66Res, 1)
-	go func() { h, err := w.LockContext(ctx); wdone <- r66Res{h, err} }()
-	nodeW := path + "/" + orderedNames(awaitChildren(t, obs, path, 3))[2]
-	idW := mustSessionOf(t, obs, nodeW)
-	awaitWatch(t, shared, nodeX+".handoff", idW)
-	awaitWatch(t, shared, nodeX, idW)
-	awaitWatch(t, shared, nodeW, idW)
-	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: nodeX + ".handoff"}, zktest.BlackHole)
-	if err := dsync.Revoke(ctx, sa, nodeX); err != nil {
+	l := r66Mutexes(t, ctx, false, zkconn.WithSessionTimeout(20*time.Second))
+	f := l.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: l.nodeX + ".handoff"}, zktest.BlackHole)
+	if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
 		t.Fatal(err)
 	}
 	<-f.Struck()
-	if err := obs.Delete(nodeW, -1); err != nil {
+	if err := l.obs.Delete(l.nodeW, -1); err != nil {
 		t.Fatal(err)
 	}
-	p.Heal()
-	kids := awaitChildren(t, obs, path, 3) // W queued again
-	nodeW2 := path + "/" + orderedNames(kids)[2]
-	if nodeW2 == nodeW {
+	l.p.Heal()
+	kids := awaitChildren(t, l.obs, l.path, 3) // W queued again
+	if orderedNames(kids)[2] == l.nodeW[len(l.path)+1:] {
 		t.Fatal("same node")
 	}
-	awaitWatch(t, shared, nodeX, idW)
-	awaitWatch(t, shared, nodeX+".handoff", idW)
-	a.Unlock()
-	rx := <-xdone
-	if rx.err != nil {
-		t.Fatalf("X: %v", rx.err)
-	}
-	r66Flush(t, ctx, sw, path)
-	awaitWatch(t, shared, nodeX, idW)
-	select {
-	case r := <-wdone:
-		t.Fatalf("W returned (%v) while X holds", r.err)
-	default:
-	}
-	x.Unlock()
-	rw := <-wdone
-	if rw.err != nil {
-		t.Fatalf("W: %v", rw.err)
-	}
-	w.Unlock()
-	awaitChildren(t, obs, path, 0)
-	r66Flush(t, ctx, sw, path)
-	if left := watchesUnder(t, path, obs); len(left) > 0 {
-		t.Errorf("no node left under %s, but watches are: %v", path, left)
-	}
+	awaitWatch(t, shared, l.nodeX, l.idW)
+	awaitWatch(t, shared, l.nodeX+".handoff", l.idW)
+	l.inTurn(t, ctx)
 }
