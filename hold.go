@@ -306,7 +306,7 @@ func (hd *hold) end() (sent, settled <-chan struct{}) {
 // zkconn.Handle.AwaitSent, once it has released every hold it releases.
 func (hd *hold) release() (sent, settled <-chan struct{}) {
 	hd.stop()
-	unwatch(hd.watches, "")
+	unwatchAll(hd.watches)
 	return hd.h.Delete(hd.node, hd.fire...)
 }
 
@@ -315,7 +315,7 @@ func (hd *hold) release() (sent, settled <-chan struct{}) {
 // returned channel closes when the delete is settled.
 func (hd *hold) abandon() (settled <-chan struct{}) {
 	hd.stop()
-	unwatch(hd.watches, "")
+	unwatchAll(hd.watches)
 	_, settled = hd.h.Delete(hd.node, hd.fire...)
 	return settled
 }

@@ -236,7 +236,8 @@ type entry struct {
 	// of a Refresh): once it closes, events may come in another order.
 	ownLink <-chan struct{}
 	// watches are the exists watches set on signals in fire (see
-	// watchSignal), wanted until they fire or e leaves.
+	// watchSignal), wanted until they fire or e leaves, and kept until then
+	// or until their requests have gone out (see unwatch and remove).
 	watches []*zkconn.ExistsWatch
 	// fire lists the signals to send as node is deleted (zkconn.Handle.Delete
 	// sends them only if node is still there): the handoff signal of a head
@@ -263,7 +264,7 @@ type entry struct {
 // out when its caller gave up may not even have been queued on the
 // connection yet.
 func (e entry) remove() (sent, settled <-chan struct{}) {
-	unwatch(e.watches, "")
+	unwatchAll(e.watches)
 	ws := e.watches
 	return e.h.DeleteAfter(func() {
 		for _, x := range ws {
@@ -272,15 +273,28 @@ func (e entry) remove() (sent, settled <-chan struct{}) {
 	}, e.node, e.fire...)
 }
 
-// unwatch says that the watches in ws on the signal at path (all of them,
-// for "") are no longer wanted (zkconn.ExistsWatch.Unwatch): they fired,
-// or their signal is about to be sent, and one that go-zookeeper set again
-// on a new connection after that would stay set.
-func unwatch(ws []*zkconn.ExistsWatch, path string) {
-	for _, x := range ws {
-		if path == "" || x.Path == path {
-			x.Unwatch()
+// unwatch says that e's watches on the signal at path are no longer wanted
+// (zkconn.ExistsWatch.Unwatch): they fired, or their signal is about to be
+// sent, and one that go-zookeeper set again on a new connection after that
+// would stay set. Those whose requests have gone out leave e.watches, as
+// remove has nothing to wait for on them: a waiter follows the node ahead
+// again after each write to it (a revocation request), and would otherwise
+// keep one for each write while it waits.
+func (e *entry) unwatch(path string) {
+	e.watches = slices.DeleteFunc(e.watches, func(x *zkconn.ExistsWatch) bool {
+		if x.Path != path {
+			return false
 		}
+		x.Unwatch()
+		return isClosed(x.Out)
+	})
+}
+
+// unwatchAll says that none of the watches in ws is wanted any more (see
+// entry.unwatch): the node that set them leaves.
+func unwatchAll(ws []*zkconn.ExistsWatch) {
+	for _, x := range ws {
+		x.Unwatch()
 	}
 }
 
@@ -526,7 +540,7 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	if needSig && handoff.watch == nil && sigErr == nil {
 		// A node is at the signal's path: it is no signal.
 		e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == handoffPath(path) })
-		unwatch(e.watches, handoffPath(path))
+		e.unwatch(handoffPath(path))
 	}
 	if needOwn && ownErr == nil {
 		e.czxid, e.own, e.ownLink = czxid, own, link
@@ -638,7 +652,7 @@ func (e *entry) gone(ctx context.Context, first bool, handoff *signal) (bool, si
 // waiter watching s (see entry.fire). Sent, s leaves e.fire; otherwise (e's
 // node is gone, or ctx ended) it stays there.
 func (e *entry) takeBack(ctx context.Context, s signal) {
-	unwatch(e.watches, s.path) // first: a reconnect may come before the signal
+	e.unwatch(s.path) // first: a reconnect may come before the signal
 	if e.h.Signal(ctx, e.node, s.path) == nil {
 		e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == s.path })
 	}
@@ -713,7 +727,7 @@ func (s *signal) fired(e *entry) bool {
 // s.path leaves e.fire), and reports whether s was sent.
 func (s *signal) took(e *entry, ev zk.Event) bool {
 	s.watch = nil
-	unwatch(e.watches, s.path)
+	e.unwatch(s.path)
 	e.fire = slices.DeleteFunc(e.fire, func(p string) bool { return p == s.path })
 	return ev.Type == zk.EventNodeCreated
 }
