@@ -49,6 +49,7 @@ type r66Line struct {
 	sa, sw             *zkconn.Session
 	a, x, w            *dsync.Mutex
 	xdone, wdone       chan r66Res
+	wcancel            context.CancelFunc // ends W's LockContext
 	idW                int64
 }
 
@@ -72,13 +73,27 @@ func r66Mutexes(t *testing.T, ctx context.Context, elsewhere bool, opts ...zkcon
 	l.nodeX = l.path + "/" + orderedNames(awaitChildren(t, l.obs, l.path, 2))[1]
 	l.w = dsync.NewMutex(l.sw, l.path)
 	l.wdone = make(chan r66Res, 1)
-	go func() { h, err := l.w.LockContext(ctx); l.wdone <- r66Res{h, err} }()
+	var wctx context.Context
+	wctx, l.wcancel = context.WithCancel(ctx)
+	go func() { h, err := l.w.LockContext(wctx); l.wdone <- r66Res{h, err} }()
 	l.nodeW = l.path + "/" + orderedNames(awaitChildren(t, l.obs, l.path, 3))[2]
 	l.idW = mustSessionOf(t, l.obs, l.nodeW)
 	awaitWatch(t, shared, l.nodeX+".handoff", l.idW)
 	awaitWatch(t, shared, l.nodeX, l.idW)
 	awaitWatch(t, shared, l.nodeW, l.idW)
 	return l
+}
+
+// waiting checks that W has not returned while A holds and X waits, once
+// what the server sent W's session before now is in.
+func (l *r66Line) waiting(t *testing.T, ctx context.Context) {
+	t.Helper()
+	r66Flush(t, ctx, l.sw, l.path)
+	select {
+	case r := <-l.wdone:
+		t.Fatalf("W returned (%v) while A holds and X waits", r.err)
+	default:
+	}
 }
 
 // inTurn releases A, then X: W must not hold while X does, must hold once
@@ -103,6 +118,36 @@ func (l *r66Line) inTurn(t *testing.T, ctx context.Context) {
 		t.Fatalf("W: %v", rw.err)
 	}
 	l.w.Unlock()
+	l.empty(t, ctx)
+}
+
+// canceled checks that W's LockContext, its ctx ended (wcancel), returns
+// context.Canceled.
+func (l *r66Line) canceled(t *testing.T) {
+	t.Helper()
+	if r := <-l.wdone; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("W: %v; want context.Canceled", r.err)
+	}
+}
+
+// gaveUp, once W has given up: its node goes, A then X hold and release,
+// and nothing is left.
+func (l *r66Line) gaveUp(t *testing.T, ctx context.Context) {
+	t.Helper()
+	awaitChildren(t, l.obs, l.path, 2)
+	l.a.Unlock()
+	rx := <-l.xdone
+	if rx.err != nil {
+		t.Fatalf("X: %v", rx.err)
+	}
+	l.x.Unlock()
+	l.empty(t, ctx)
+}
+
+// empty waits until no node is left under the lock's path, and checks that
+// no watch is left there either.
+func (l *r66Line) empty(t *testing.T, ctx context.Context) {
+	t.Helper()
 	awaitChildren(t, l.obs, l.path, 0)
 	r66Flush(t, ctx, l.sw, l.path)
 	if left := watchesUnder(t, l.path, l.obs); len(left) > 0 {
@@ -125,12 +170,7 @@ func r66TakeBackLive(t *testing.T, action zktest.Action) {
 	<-f.Struck()
 	awaitWatch(t, shared, l.nodeX, l.idW) // W follows X again
 	awaitWatch(t, shared, l.nodeX+".handoff", l.idW)
-	r66Flush(t, ctx, l.sw, l.path)
-	select {
-	case r := <-l.wdone:
-		t.Fatalf("W returned (%v) while A holds and X waits", r.err)
-	default:
-	}
+	l.waiting(t, ctx)
 	l.inTurn(t, ctx)
 }
 
