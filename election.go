@@ -203,7 +203,8 @@ func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
 // one ZooKeeper watch: on the leader's node, or on the path's children while
 // no one campaigns (and for a while two, when a participant arrives just as
 // that watch is set). A loop that ends leaves its watch behind, until it
-// fires (a change of leader).
+// fires (a change of leader): each costs the Session's connection some
+// memory until then, so a single reading is Leader's job, not a loop's.
 //
 // Observe rides out trouble as Value.Watch does: it waits while the
 // connection is down, goes on with the next session if one is lost (yielding
