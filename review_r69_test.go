@@ -58,3 +58,43 @@ func TestReviewR69GivenUpWaitersShareWatch(t *testing.T) {
 		t.Errorf("go-zookeeper holds %d watches on the holder's node once it is gone; want 0", n)
 	}
 }
+
+// TestReviewR69ObserveLoopsShareWatch: Observe loops that end (a break)
+// while the leader stays must not each leave a watch on the leader's node
+// in go-zookeeper: each read it with a watch of its own, one more kept per
+// loop for as long as the leader led (30 after 30). The loops of one
+// Session now share it, and it goes when the leader does.
+func TestReviewR69ObserveLoopsShareWatch(t *testing.T) {
+	t.Parallel()
+	const loops = 30
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := lockPath(t)
+	leader := dsync.NewElection(dial(t, []string{shared.Addr()}), path)
+	if _, err := leader.Campaign(ctx, "leader"); err != nil {
+		t.Fatal(err)
+	}
+	sess := dial(t, []string{shared.Addr()})
+	e := dsync.NewElection(sess, path)
+	node := ""
+	for range loops {
+		for p, err := range e.Observe(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			node = p.Path
+			break
+		}
+	}
+	if n := clientWatches(t, connOf(t, sess), node); n != 1 {
+		t.Errorf("after %d Observe loops ended, go-zookeeper holds %d watches on the leader's node; want 1", loops, n)
+	}
+	if err := leader.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitChildren(t, observer(t, shared.Addr()), path, 0)
+	r66Flush(t, ctx, sess, path) // the deletion's event is in
+	if n := clientWatches(t, connOf(t, sess), node); n != 0 {
+		t.Errorf("go-zookeeper holds %d watches on the leader's node once it is gone; want 0", n)
+	}
+}
