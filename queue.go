@@ -525,9 +525,14 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	if needOwn {
 		wg.Go(func() { czxid, own, ownErr = watchNode(ctx, h, e.node) })
 	}
-	_, st, prevWatch, err := h.GetW(ctx, path)
-	defer prevWatch.Stop()
-	watch := prevWatch.C()
+	var (
+		watch <-chan zk.Event
+		st    *zk.Stat
+	)
+	err := h.Do(ctx, func(c *zk.Conn) (err error) {
+		_, st, watch, err = c.GetW(path)
+		return err
+	})
 	wg.Wait()
 	if needSig {
 		e.watches = append(e.watches, sigWatch)

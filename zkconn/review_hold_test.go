@@ -535,3 +535,6 @@ func TestReviewHoldAuthRandomFraming(t *testing.T) {
 		tp.holdTimer.Stop()
 	}
 }
+
+// opGetData is the opcode of getData.
+const opGetData = 4

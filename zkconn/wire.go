@@ -83,11 +83,6 @@ type wire struct {
 	closed  bool                       // close was called: dials fail
 
 	exists map[string]*existsWatches // by path: the exists watches (see existsWatches)
-	// data holds the paths at which go-zookeeper holds a getData watch:
-	// a request that set one was answered since the last event there that
-	// fires it. Every getData request goes through a tap, so the wire
-	// knows of every such watch (see dataWatched).
-	data map[string]struct{}
 }
 
 // existsWatches is what a wire knows of the exists watches at one path: of
@@ -188,21 +183,17 @@ func (w *wire) sent(path string) {
 	}
 }
 
-// watching records an exists request (or a getData request, with data set)
-// about to be written, given its body (a path, then the watch flag), and
-// returns the watch it is to set, if it sets one. An exists watch is taken
-// for ExistsW's if one of ExistsW's is out there (a plain one written then
-// is taken for ExistsW's too).
-func (w *wire) watching(body []byte, data bool) (watching, bool) {
+// watching records an exists request about to be written, given its body
+// (a path, then the watch flag), and returns the watch it is to set, if it
+// sets one. It is taken for ExistsW's if one of ExistsW's is out there
+// (a plain one written then is taken for ExistsW's too).
+func (w *wire) watching(body []byte) (watching, bool) {
 	if len(body) < 4 {
 		return watching{}, false
 	}
 	l := int(int32(binary.BigEndian.Uint32(body)))
 	if l < 0 || 4+l >= len(body) || body[4+l] == 0 {
 		return watching{}, false
-	}
-	if data {
-		return watching{path: string(body[4 : 4+l]), data: true}, true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -213,11 +204,9 @@ func (w *wire) watching(body []byte, data bool) (watching, bool) {
 	return ws, true
 }
 
-// A watching is an exists request that sets a watch, or a getData request
-// (data).
+// A watching is an exists request that sets a watch.
 type watching struct {
 	path   string
-	data   bool
 	plain  bool // not of ExistsW (see existsWatches.plain)
 	noNode bool // answered that no node is there
 }
@@ -241,29 +230,12 @@ func (w *wire) answered(ws watching, n int32) {
 func (w *wire) arm(ws watching, n int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ws.data {
-		if w.data == nil {
-			w.data = make(map[string]struct{})
-		}
-		w.data[ws.path] = struct{}{}
-		return
-	}
 	x := w.existsLocked(ws.path)
 	x.armed = true
 	x.plain = x.plain || ws.plain
 	if ws.noNode {
 		x.on = n
 	}
-}
-
-// dataWatched reports whether go-zookeeper holds a getData watch at path:
-// until its event, the server holds one for the session (or will, as the
-// next connection's setWatches carries every getData watch).
-func (w *wire) dataWatched(path string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, ok := w.data[path]
-	return ok
 }
 
 // existsLocked returns the record of path, made if there is none.
@@ -291,18 +263,14 @@ func (w *wire) leave(path string) {
 }
 
 // fired records an event at path of type typ: every exists watch there
-// has fired (all but a children event fire them), and every getData watch
-// (a write, a deletion, or the session's end), and go-zookeeper forgets
-// them.
+// has fired (all but a children event fire them), and go-zookeeper forgets
+// it.
 func (w *wire) fired(path string, typ zk.EventType) {
 	if typ == zk.EventNodeChildrenChanged {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if typ != zk.EventNodeCreated {
-		delete(w.data, path)
-	}
 	if x := w.exists[path]; x != nil {
 		if x.armed, x.plain = false, false; x.gone() {
 			delete(w.exists, path)
@@ -399,11 +367,10 @@ const zkNoNode = -101
 
 // The opcodes of the requests awaitWrite follows.
 const (
-	opCreate  = 1
-	opDelete  = 2
-	opExists  = 3
-	opGetData = 4 // its watches, not its writes (see wire.data)
-	opMulti   = 14
+	opCreate = 1
+	opDelete = 2
+	opExists = 3
+	opMulti  = 14
 )
 
 // awaited is one awaitWrite: its channel, and the opcodes it waits for.
@@ -552,8 +519,8 @@ type tap struct {
 	authed    chan struct{} // a setAuth was written; holds one signal
 
 	n int32 // the connection's number: the wire's first is 1
-	// exists maps the xids of the exists and getData requests written that
-	// set a watch, not yet answered, to their watches. Under mu.
+	// exists maps the xids of the exists requests written that set a
+	// watch, not yet answered, to their watches. Under mu.
 	exists map[int32]watching
 	// arms are the records to arm once go-zookeeper reads the reply at
 	// each offset, in order (see Read). Reading goroutine only.
@@ -592,8 +559,8 @@ func (t *tap) Write(b []byte) (int, error) {
 	}
 	// each Write is one request, known before its reply can be read
 	t.pending = append(t.pending, request{xid: xid, at: now, auth: op == opSetAuth})
-	if op == opExists || op == opGetData {
-		if ws, ok := t.w.watching(b[12:], op == opGetData); ok {
+	if op == opExists {
+		if ws, ok := t.w.watching(b[12:]); ok {
 			if t.exists == nil {
 				t.exists = make(map[int32]watching)
 			}
@@ -849,11 +816,10 @@ func (t *tap) frame(f []byte, end int64) bool {
 		return true
 	} else if ws, ok := t.exists[xid]; ok {
 		// reply header: xid, zxid, error. go-zookeeper keeps a watch
-		// for an exists answered without error or with NoNode, and for
-		// a getData answered without error.
+		// for an exists answered without error or with NoNode.
 		delete(t.exists, xid)
 		if len(f) >= 16 {
-			if code := int32(binary.BigEndian.Uint32(f[12:16])); code == 0 || code == zkNoNode && !ws.data {
+			if code := int32(binary.BigEndian.Uint32(f[12:16])); code == 0 || code == zkNoNode {
 				ws.noNode = code == zkNoNode
 				t.w.answered(ws, t.n)
 				t.arms = append(t.arms, pendingArm{at: end - int64(4+len(f)), ws: ws})

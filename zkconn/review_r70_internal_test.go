@@ -1,0 +1,316 @@
+package zkconn
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// r70Conn is a connection whose writes go through the hook of its
+// r70Dialer first: the hook may wait, and answers what to do with the
+// frame. A goroutine reads the server's bytes as they come (log), so a
+// test sees a reply arrive before go-zookeeper (behind the tap) reads it.
+type r70Conn struct {
+	net.Conn
+	n int
+	d *r70Dialer
+
+	mu   sync.Mutex
+	cond *sync.Cond
+	buf  []byte // not yet read
+	log  []byte // all the server sent
+	err  error
+}
+
+// What a hook does with a frame.
+const (
+	r70Pass    = iota
+	r70Fail    // close the connection; the write fails
+	r70Swallow // the write succeeds, and the frame never reaches the server
+)
+
+type r70Dialer struct {
+	mu    sync.Mutex
+	conns []*r70Conn
+	hook  func(n int, b []byte) int
+}
+
+func (d *r70Dialer) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, shared.Addr(), timeout) // every address listed is the shared server
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rc := &r70Conn{Conn: c, n: len(d.conns) + 1, d: d}
+	rc.cond = sync.NewCond(&rc.mu)
+	go func() {
+		b := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(b)
+			rc.mu.Lock()
+			rc.buf = append(rc.buf, b[:n]...)
+			rc.log = append(rc.log, b[:n]...)
+			if err != nil {
+				rc.err = err
+			}
+			rc.cond.Broadcast()
+			rc.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	d.conns = append(d.conns, rc)
+	return rc, nil
+}
+
+func (d *r70Dialer) conn(n int) *r70Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.conns[n-1]
+}
+
+func (d *r70Dialer) setHook(f func(n int, b []byte) int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.hook = f
+}
+
+func (c *r70Conn) Write(b []byte) (int, error) {
+	c.d.mu.Lock()
+	f := c.d.hook
+	c.d.mu.Unlock()
+	if f != nil {
+		switch f(c.n, b) {
+		case r70Fail:
+			c.Conn.Close()
+			return 0, net.ErrClosed
+		case r70Swallow:
+			return len(b), nil
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *r70Conn) SetDeadline(time.Time) error     { return nil }
+func (c *r70Conn) SetReadDeadline(time.Time) error { return nil }
+
+func (c *r70Conn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.err == nil && len(c.buf) == 0 {
+		c.cond.Wait()
+	}
+	if len(c.buf) == 0 {
+		return 0, c.err
+	}
+	n := copy(b, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
+}
+
+// awaitReply returns once the server's reply to the request of xid has
+// come on c (go-zookeeper may not have read it).
+func (c *r70Conn) awaitReply(t *testing.T, xid int32) {
+	t.Helper()
+	stop := time.AfterFunc(30*time.Second, func() {
+		c.mu.Lock()
+		c.err = context.DeadlineExceeded
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for b := c.log; len(b) >= 8; {
+			end := 4 + int(binary.BigEndian.Uint32(b))
+			if len(b) < end {
+				break
+			}
+			if int32(binary.BigEndian.Uint32(b[4:8])) == xid {
+				return
+			}
+			b = b[end:]
+		}
+		if c.err != nil {
+			t.Fatalf("no reply to xid %d: %v", xid, c.err)
+		}
+		c.cond.Wait()
+	}
+}
+
+const r70OpGetChildren2 = 12
+
+// r70Op returns the opcode of request frame b, or 0.
+func r70Op(b []byte) int32 {
+	if len(b) < 12 {
+		return 0
+	}
+	return int32(binary.BigEndian.Uint32(b[8:12]))
+}
+
+// r70Names reports whether request frame b is of opcode op and names path.
+func r70Names(b []byte, op int32, path string) bool {
+	return r70Op(b) == op && bytes.Contains(b[12:], juteString(path))
+}
+
+// awaitQueued returns once a goroutine waits in go-zookeeper's request for
+// the reply to a call of fn (its request is in the send queue).
+func awaitQueued(t *testing.T, fns ...string) {
+	t.Helper()
+	awaitGoroutines(t, fns[0]+" queued", func(gs [][]byte) bool {
+		return slices.ContainsFunc(gs, func(g []byte) bool {
+			return slices.ContainsFunc(fns, func(fn string) bool { return bytes.Contains(g, []byte("zk.(*Conn)."+fn+"(")) }) &&
+				bytes.Contains(g, []byte("zk.(*Conn).request(")) &&
+				!bytes.Contains(g, []byte("zk.(*Conn).queueRequest("))
+		})
+	})
+}
+
+// TestReviewR70PlainReadBeforeLostSetWatches: a GetW on a new connection,
+// ahead of that connection's setWatches, while go-zookeeper holds a watch
+// at the path from the connection before. The node is written after the
+// read; a later request of the session is answered after the write (its
+// reply moves go-zookeeper's last zxid past it); the connection drops
+// before the setWatches reaches the server. The next connection's
+// setWatches is relative to that later zxid: the server sets the watch
+// again without an event. The GetW must set a watch of its own with its
+// read, whose event comes before the later reply: a GetW that read without
+// one, counting on the watch go-zookeeper held (review round 70), never
+// learned of the write, and neither did the Watch set before. Two
+// addresses are listed (an ensemble's way): with one, go-zookeeper fails
+// what is queued at a reconnect. The setWatches is taken as written and
+// never reaches the server: a connection cut with it in the socket.
+func TestReviewR70PlainReadBeforeLostSetWatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d := &r70Dialer{}
+	// Two addresses, so that go-zookeeper keeps its queue across a
+	// reconnect (with one it fails what is queued: ErrNoServer).
+	_, port, _ := net.SplitHostPort(shared.Addr())
+	s := dial(t, []string{shared.Addr(), net.JoinHostPort("127.0.0.2", port)}, WithDialer(d.dial))
+	h := current(t, s)
+	other := current(t, dial(t, []string{shared.Addr()})).Conn()
+	root := testRoot(t)
+	plainRoot(t, other, root, nil)
+	node := root + "/n"
+	if _, err := other.Create(node, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, w0, err := h.GetW(ctx, node) // sets go-zookeeper's watch (connection 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w0.Stop()
+	awaitServerWatch(t, node, h.ID())
+
+	// Connection 1's sending goroutine waits in the write of H, so that
+	// the GetW's request and X queue behind it, ahead of the next
+	// connection's setWatches.
+	hPath := root + "/h"
+	heldH, releaseH := make(chan struct{}), make(chan struct{})
+	heldX, releaseX := make(chan struct{}), make(chan struct{})
+	var once1, once2 sync.Once
+	var getXid atomic.Int32
+	d.setHook(func(n int, b []byte) int {
+		switch {
+		case n == 1 && r70Names(b, opExists, hPath):
+			once1.Do(func() { close(heldH) })
+			<-releaseH
+			return r70Fail // connection 1 drops with H
+		case n == 2 && r70Names(b, opGetData, node):
+			getXid.Store(int32(binary.BigEndian.Uint32(b[4:8])))
+		case n == 2 && r70Names(b, r70OpGetChildren2, root):
+			once2.Do(func() { close(heldX) })
+			<-releaseX
+		case n == 2 && r70Op(b) == opSetWatches:
+			return r70Swallow // lost with connection 2
+		}
+		return r70Pass
+	})
+	hDone := make(chan struct{})
+	go func() {
+		defer close(hDone)
+		h.Conn().Exists(hPath) // fails with the connection
+	}()
+	<-heldH
+	type got struct {
+		st  *zk.Stat
+		w   *Watch
+		err error
+	}
+	res := make(chan got, 1)
+	go func() {
+		_, st, w, err := h.GetW(ctx, node)
+		res <- got{st, w, err}
+	}()
+	awaitQueued(t, "Get", "GetW")
+	xDone := make(chan error, 1)
+	go func() {
+		_, _, err := h.Conn().Children(root)
+		xDone <- err
+	}()
+	awaitQueued(t, "Children")
+	close(releaseH)
+	<-hDone
+
+	// Connection 2: the GetW's read is answered; the node is written;
+	// then X is answered, after the write.
+	<-heldX
+	d.conn(2).awaitReply(t, getXid.Load()) // the server read the node
+	st, err := other.Set(node, []byte("written"), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(releaseX)
+	if err := <-xDone; err != nil {
+		t.Fatalf("X = %v", err)
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("GetW = %v", r.err)
+	}
+	defer r.w.Stop()
+	watches := map[string]*Watch{"the Watch set before": w0, "the Watch read on connection 2": r.w}
+	d.conn(2).Conn.Close() // before the setWatches reached the server
+
+	// Connection 3: its setWatches (if go-zookeeper holds a watch) has
+	// been answered, and any event before the last reply read.
+	d.setHook(nil)
+	flush := func() {
+		t.Helper()
+		if err := h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Exists(root); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	awaitSetWatchesSent(t)
+	flush()
+	if st.Version <= r.st.Version {
+		t.Fatalf("the write (version %d) is not after the read (version %d)", st.Version, r.st.Version)
+	}
+	m, err := shared.Watches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the server watches %s for the session: %v", node, slices.Contains(m[node], h.ID()))
+	for name, w := range watches {
+		select {
+		case ev := <-w.C():
+			t.Logf("%s fired: %v", name, ev)
+		default:
+			t.Errorf("%s never fired, though the node was written (version %d -> %d) after its read; the server watches it again with no event to come",
+				name, r.st.Version, st.Version)
+		}
+	}
+}
