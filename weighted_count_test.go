@@ -3,39 +3,20 @@ package dsync_test
 import (
 	"context"
 	"errors"
-	"reflect"
-	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/dsync-go/dsync"
 	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
 )
 
 // clientWatches returns how many watch channels go-zookeeper holds for path
-// on c, of every kind: one per *W call whose watch has not fired. It reads
-// go-zookeeper's unexported watcher table (v1.0.4: Conn.watchers, keyed by
-// path and kind, under Conn.watchersLock), since ZooKeeper's server counts a
-// session's watches on a path once however often they are set.
+// on c, of every kind (see zktest.ClientWatches).
 func clientWatches(t testing.TB, c *zk.Conn, path string) int {
 	t.Helper()
-	v := reflect.ValueOf(c).Elem()
-	table, lock := v.FieldByName("watchers"), v.FieldByName("watchersLock")
-	if table.Kind() != reflect.Map || lock.Type() != reflect.TypeFor[sync.Mutex]() {
-		t.Fatalf("go-zookeeper's Conn has no watchers map under watchersLock: update clientWatches")
-	}
-	mu := (*sync.Mutex)(unsafe.Pointer(lock.UnsafeAddr()))
-	mu.Lock()
-	defer mu.Unlock()
-	n := 0
-	for it := table.MapRange(); it.Next(); {
-		if it.Key().FieldByName("path").String() == path {
-			n += it.Value().Len()
-		}
-	}
-	return n
+	return zktest.ClientWatches(t, c, func(p string) bool { return p == path })
 }
 
 // awaitClientWatch blocks until go-zookeeper holds a watch on path for c: an

@@ -3,37 +3,13 @@ package zkconn
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
+	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
 )
-
-// r69ClientWatches returns how many watch channels go-zookeeper holds on c
-// at paths starting with prefix (v1.0.4: Conn.watchers under
-// Conn.watchersLock).
-func r69ClientWatches(t *testing.T, c *zk.Conn, prefix string) int {
-	t.Helper()
-	v := reflect.ValueOf(c).Elem()
-	table, lock := v.FieldByName("watchers"), v.FieldByName("watchersLock")
-	if table.Kind() != reflect.Map || lock.Type() != reflect.TypeFor[sync.Mutex]() {
-		t.Fatal("go-zookeeper's Conn has no watchers map under watchersLock")
-	}
-	mu := (*sync.Mutex)(unsafe.Pointer(lock.UnsafeAddr()))
-	mu.Lock()
-	defer mu.Unlock()
-	n := 0
-	for it := table.MapRange(); it.Next(); {
-		if strings.HasPrefix(it.Key().FieldByName("path").String(), prefix) {
-			n += it.Value().Len()
-		}
-	}
-	return n
-}
 
 // TestReviewR69WireStateFlat: a Session that does many lock cycles on
 // distinct paths (a protected create with its listing, a Watch on the
@@ -58,7 +34,7 @@ func TestReviewR69WireStateFlat(t *testing.T) {
 		ws := len(h.gen.c.watches.m)
 		h.gen.c.watches.mu.Unlock()
 		return fmt.Sprintf("exists %d, writes %d, pending %d, taps %d, Watches %d, go-zookeeper's under the root %d",
-			e, wr, p, tp, ws, r69ClientWatches(t, h.Conn(), root))
+			e, wr, p, tp, ws, zktest.ClientWatches(t, h.Conn(), func(p string) bool { return strings.HasPrefix(p, root) }))
 	}
 	cycle := func(i int) {
 		parent := fmt.Sprintf("%s/job%d", root, i)
