@@ -146,12 +146,17 @@ func (l *r66Line) gaveUp(t *testing.T, ctx context.Context) {
 
 // empty waits until no node is left under the lock's path, and checks that
 // no watch is left there either.
-func (l *r66Line) empty(t *testing.T, ctx context.Context) {
+func (l *r66Line) empty(t *testing.T, ctx context.Context) { r66Empty(t, ctx, l.obs, l.sw, l.path) }
+
+// r66Empty waits until no node is left under path, and checks, once sw's
+// session has handled what the server sent it, that no watch is left
+// there either (but obs's).
+func r66Empty(t *testing.T, ctx context.Context, obs *zk.Conn, sw *zkconn.Session, path string) {
 	t.Helper()
-	awaitChildren(t, l.obs, l.path, 0)
-	r66Flush(t, ctx, l.sw, l.path)
-	if left := watchesUnder(t, l.path, l.obs); len(left) > 0 {
-		t.Errorf("no node left under %s, but watches are: %v", l.path, left)
+	awaitChildren(t, obs, path, 0)
+	r66Flush(t, ctx, sw, path)
+	if left := watchesUnder(t, path, obs); len(left) > 0 {
+		t.Errorf("no node left under %s, but watches are: %v", path, left)
 	}
 }
 
@@ -257,11 +262,7 @@ func (q *r66Queue) readHoldFirst(t *testing.T, ctx, rctx context.Context) {
 		t.Fatalf("W2: %v", rw.err)
 	}
 	q.w.Unlock()
-	awaitChildren(t, q.obs, q.path, 0)
-	r66Flush(t, ctx, q.sw, q.path)
-	if left := watchesUnder(t, q.path, q.obs); len(left) > 0 {
-		t.Errorf("no node left under %s, but watches are: %v", q.path, left)
-	}
+	r66Empty(t, ctx, q.obs, q.sw, q.path)
 }
 
 // r66Downgrade: W1 of an r66Queue downgrades: W2 takes back W1's signal

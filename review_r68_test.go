@@ -217,11 +217,7 @@ func r68DowngradeAfterWrites(t *testing.T, n int, action zktest.Action) {
 		t.Fatalf("W2: %v", rw.err)
 	}
 	w.Unlock()
-	awaitChildren(t, obs, path, 0)
-	r66Flush(t, ctx, sw, path)
-	if left := watchesUnder(t, path, obs); len(left) > 0 {
-		t.Errorf("no node left under %s, but watches are: %v", path, left)
-	}
+	r66Empty(t, ctx, obs, sw, path)
 }
 
 // TestReviewR68DowngradeAfterWrites: see r68DowngradeAfterWrites.
