@@ -797,7 +797,7 @@ func validateUpTo(sess *zkconn.Session, path string, limit int) error {
 		return fmt.Errorf("dsync: %w", err)
 	}
 	if len(path) > limit {
-		return fmt.Errorf("dsync: %w: a path of %d bytes, longer than %d", ErrBadPath, len(path), limit)
+		return fmt.Errorf("dsync: %w: %.64s…: %d bytes, longer than %d", ErrBadPath, path, len(path), limit)
 	}
 	return nil
 }

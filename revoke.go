@@ -98,6 +98,13 @@ func Revoke(ctx context.Context, sess *zkconn.Session, node string) error {
 	if err := validateUpTo(sess, node, maxPath+maxName); err != nil {
 		return err
 	}
+	return revoke(ctx, sess, node)
+}
+
+// revoke is Revoke for a node path known good: one a listing returned
+// (RevokeHolders), which another client's longer node names may make
+// longer than Revoke takes.
+func revoke(ctx context.Context, sess *zkconn.Session, node string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -183,7 +190,7 @@ func RevokeHolders(ctx context.Context, sess *zkconn.Session, path string) ([]Pa
 			gone    int
 		)
 		for _, p := range hs {
-			switch err := Revoke(ctx, sess, p.Path); {
+			switch err := revoke(ctx, sess, p.Path); {
 			case err == nil:
 				asked = append(asked, p)
 			case errors.Is(err, ErrNoNode) && !errors.Is(err, ErrOutcomeUnknown):
