@@ -103,6 +103,13 @@ func lockPath(t testing.TB) string {
 	return p.(string)
 }
 
+// longestPath returns a lock path of the test, below lockPath, as long as
+// dsync takes one: 4096 bytes.
+func longestPath(t testing.TB) string {
+	path := lockPath(t) + "/"
+	return path + strings.Repeat("a", 4096-len(path))
+}
+
 // observer is a plain go-zookeeper connection for looking at what the
 // primitives left in ZooKeeper.
 func observer(t testing.TB, addrs ...string) *zk.Conn { return zktest.Observer(t, addrs...) }

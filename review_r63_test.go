@@ -414,8 +414,7 @@ func TestReviewR64OnceDataTooLarge(t *testing.T) {
 func TestReviewR65RevokeNodeOfLongestPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	path := lockPath(t) + "/"
-	path += strings.Repeat("a", 4096-len(path))
+	path := longestPath(t)
 	obs := observer(t, shared.Addr())
 	s := dial(t, []string{shared.Addr()})
 	m := dsync.NewMutex(s, path, dsync.Revocable())
@@ -452,8 +451,7 @@ func TestReviewR65StaleSignalsOutgrowRelease(t *testing.T) {
 	const ahead = 130
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	path := lockPath(t) + "/"
-	path += strings.Repeat("a", 4096-len(path))
+	path := longestPath(t)
 	obs := observer(t, shared.Addr())
 	sH, sW := dial(t, []string{shared.Addr()}), dial(t, []string{shared.Addr()})
 	h := dsync.NewMutex(sH, path)

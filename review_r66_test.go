@@ -302,9 +302,7 @@ func TestReviewR66DowngradeCut(t *testing.T)  { r66Downgrade(t, zktest.Cut) }
 func TestReviewR66RevokeLeaseNodeAfterWrap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	base := lockPath(t)
-	path := base + "/"
-	path += strings.Repeat("a", 4096-len(path))
+	base, path := lockPath(t), longestPath(t)
 	obs := observer(t, shared.Addr())
 	s := dial(t, []string{shared.Addr()})
 	for _, p := range []string{base, path, path + "/leases"} {

@@ -21,9 +21,7 @@ import (
 func TestReviewR71RevokeHoldersLongHeadName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	base := lockPath(t)
-	path := base + "/"
-	path += strings.Repeat("m", 4096-len(path))
+	base, path := lockPath(t), longestPath(t)
 	obs := observer(t, shared.Addr())
 	s := dial(t, []string{shared.Addr()})
 	for _, p := range []string{base, path} {
@@ -124,9 +122,7 @@ func TestReviewR71SessionLostAtTakeBack(t *testing.T) {
 func TestReviewR71DeleteSignalsTooLarge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	base := lockPath(t)
-	path := base + "/"
-	path += strings.Repeat("a", 4096-len(path))
+	base, path := lockPath(t), longestPath(t)
 	obs := observer(t, shared.Addr())
 	s := dial(t, []string{shared.Addr()})
 	for _, p := range []string{base, path} {
