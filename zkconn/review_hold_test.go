@@ -535,6 +535,3 @@ func TestReviewHoldAuthRandomFraming(t *testing.T) {
 		tp.holdTimer.Stop()
 	}
 }
-
-// opGetData is the opcode of getData.
-const opGetData = 4

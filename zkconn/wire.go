@@ -77,6 +77,7 @@ type wire struct {
 	rtt     atomic.Int64 // recent round trips, in ns: the longest, decaying
 
 	mu      sync.Mutex
+	carried carried                    // see carried.go
 	writes  map[string][]awaited       // jute-encoded path → awaitWrite's channels
 	pending map[string]<-chan struct{} // path → settling of a guaranteed delete under way
 	taps    map[*tap]struct{}          // the connections open
@@ -262,15 +263,17 @@ func (w *wire) leave(path string) {
 	}
 }
 
-// fired records an event at path of type typ: every exists watch there
-// has fired (all but a children event fire them), and go-zookeeper forgets
-// it.
+// fired records an event at path of type typ, as go-zookeeper reads it,
+// before it fires its watches: every exists watch there has fired (all but
+// a children event fire them), and go-zookeeper forgets it; and see
+// firedCarriedLocked.
 func (w *wire) fired(path string, typ zk.EventType) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.firedCarriedLocked(path, typ)
 	if typ == zk.EventNodeChildrenChanged {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if x := w.exists[path]; x != nil {
 		if x.armed, x.plain = false, false; x.gone() {
 			delete(w.exists, path)
@@ -313,34 +316,12 @@ func (w *wire) carriedLocked(path string, n int32) bool {
 // nobody; it fires once, when the node is made again, or ends with the
 // connection.
 func (w *wire) keepWanted(b []byte, n int32) []byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	// length, xid, opcode, relative zxid; then the data, exists and child
-	// watches, each a count and then that many strings (a length, then
-	// bytes).
-	var ends [3]int
-	off := 20
-	for i := range ends {
-		if off+4 > len(b) {
-			return b
-		}
-		n := int(int32(binary.BigEndian.Uint32(b[off:])))
-		off += 4
-		for range n {
-			if off+4 > len(b) {
-				return b
-			}
-			l := int(int32(binary.BigEndian.Uint32(b[off:])))
-			if l < 0 || off+4+l > len(b) {
-				return b
-			}
-			off += 4 + l
-		}
-		ends[i] = off
-	}
-	if off != len(b) {
+	ends, ok := swLists(b)
+	if !ok {
 		return b
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	out := make([]byte, 0, len(b))
 	out = append(out, b[:ends[0]]...)
 	out = append(out, 0, 0, 0, 0) // the count of exists watches, set below
@@ -360,6 +341,33 @@ func (w *wire) keepWanted(b []byte, n int32) []byte {
 	out = append(out, b[ends[1]:]...)
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	return out
+}
+
+// swLists returns the end offsets of the three lists of setWatches frame b
+// (data, exists and child watches), and false if b is not laid out as
+// go-zookeeper lays it out: length, xid, opcode, relative zxid; then each
+// list, a count and then that many strings (a length, then bytes).
+func swLists(b []byte) (ends [3]int, ok bool) {
+	off := 20
+	for i := range ends {
+		if off+4 > len(b) {
+			return ends, false
+		}
+		n := int(int32(binary.BigEndian.Uint32(b[off:])))
+		off += 4
+		for range n {
+			if off+4 > len(b) {
+				return ends, false
+			}
+			l := int(int32(binary.BigEndian.Uint32(b[off:])))
+			if l < 0 || off+4+l > len(b) {
+				return ends, false
+			}
+			off += 4 + l
+		}
+		ends[i] = off
+	}
+	return ends, off == len(b)
 }
 
 // zkNoNode is ZooKeeper's error code for a node that does not exist.
@@ -520,9 +528,14 @@ type tap struct {
 
 	n int32 // the connection's number: the wire's first is 1
 	// exists maps the xids of the exists requests written that set a
-	// watch, not yet answered, to their watches. Under mu.
+	// watch, not yet answered, to their watches; reads maps those of the
+	// reads that set a data or child watch if answered without error, and
+	// sets those of the setWatches requests, to the data and child
+	// watches each carries. Under mu.
 	exists map[int32]watching
-	// arms are the records to arm once go-zookeeper reads the reply at
+	reads  map[int32]watchKey
+	sets   map[int32][]watchKey
+	// arms are the records to make once go-zookeeper reads the reply at
 	// each offset, in order (see Read). Reading goroutine only.
 	arms []pendingArm
 }
@@ -550,6 +563,7 @@ func (t *tap) Write(b []byte) (int, error) {
 			t.Close()
 			return 0, errNewSession
 		}
+		t.w.connected(t.n, t.connZxid)
 	}
 	// The request's xid and opcode; the connect request has none (its
 	// bytes 8-12 are the epoch of the last zxid seen).
@@ -567,6 +581,12 @@ func (t *tap) Write(b []byte) (int, error) {
 			t.exists[xid] = ws
 		}
 	}
+	if k, ok := watchKeyOf(op, b[12:]); ok {
+		if t.reads == nil {
+			t.reads = make(map[int32]watchKey)
+		}
+		t.reads[xid] = k
+	}
 	// A setWatches relative to another zxid than the connect request's
 	// (it follows the opcode) was made for the connection before (see
 	// hold).
@@ -574,7 +594,14 @@ func (t *tap) Write(b []byte) (int, error) {
 	t.mu.Unlock()
 	frame := b
 	if op == opSetWatches {
-		frame = t.w.keepWanted(b, t.n)
+		var keys []watchKey
+		frame, keys = t.w.setWatches(b, t.n)
+		t.mu.Lock()
+		if t.sets == nil {
+			t.sets = make(map[int32][]watchKey)
+		}
+		t.sets[xid] = keys
+		t.mu.Unlock()
 	}
 	n, err := t.Conn.Write(frame)
 	if err == nil {
@@ -669,11 +696,12 @@ const (
 	opSetWatches = 101
 )
 
-// A pendingArm is a record to arm (wire.arm) once go-zookeeper reads the
-// frame at offset at: the reply to a request that set a watch.
+// A pendingArm is a record to make once go-zookeeper reads the frame at
+// offset at, the reply to a request that set watches: arm, watched or
+// reset.
 type pendingArm struct {
-	at int64
-	ws watching
+	at   int64
+	make func()
 }
 
 func (t *tap) Read(b []byte) (int, error) {
@@ -682,7 +710,7 @@ func (t *tap) Read(b []byte) (int, error) {
 	// them), so a record armed now comes after the events before its
 	// reply, and before those after it.
 	for len(t.arms) > 0 && t.arms[0].at <= t.given {
-		t.w.arm(t.arms[0].ws, t.n)
+		t.arms[0].make()
 		t.arms = t.arms[1:]
 	}
 	if t.hold != nil {
@@ -814,17 +842,8 @@ func (t *tap) frame(f []byte, end int64) bool {
 		return true
 	} else if xid = int32(binary.BigEndian.Uint32(f[:4])); xid == xidNotification {
 		return true
-	} else if ws, ok := t.exists[xid]; ok {
-		// reply header: xid, zxid, error. go-zookeeper keeps a watch
-		// for an exists answered without error or with NoNode.
-		delete(t.exists, xid)
-		if len(f) >= 16 {
-			if code := int32(binary.BigEndian.Uint32(f[12:16])); code == 0 || code == zkNoNode {
-				ws.noNode = code == zkNoNode
-				t.w.answered(ws, t.n)
-				t.arms = append(t.arms, pendingArm{at: end - int64(4+len(f)), ws: ws})
-			}
-		}
+	} else if len(f) >= 16 {
+		t.watchesSet(xid, int32(binary.BigEndian.Uint32(f[12:16])), end-int64(4+len(f)))
 	}
 	i := t.answers(xid)
 	if i < 0 {
@@ -851,6 +870,34 @@ func (t *tap) frame(f []byte, end int64) bool {
 		h := t.w.heard.Load()
 		if r.at <= h || t.w.heard.CompareAndSwap(h, r.at) {
 			return true
+		}
+	}
+}
+
+// watchesSet takes the reply to request xid (its header: xid, zxid, error
+// code), which starts at offset at, and records the watches it sets once
+// go-zookeeper reads it. The caller holds t.mu.
+func (t *tap) watchesSet(xid, code int32, at int64) {
+	// go-zookeeper keeps a watch for an exists answered without error or
+	// with NoNode, and for the other reads answered without error.
+	if ws, ok := t.exists[xid]; ok {
+		delete(t.exists, xid)
+		if code == 0 || code == zkNoNode {
+			ws.noNode = code == zkNoNode
+			t.w.answered(ws, t.n)
+			t.arms = append(t.arms, pendingArm{at, func() { t.w.arm(ws, t.n) }})
+		}
+	}
+	if k, ok := t.reads[xid]; ok {
+		delete(t.reads, xid)
+		if code == 0 {
+			t.arms = append(t.arms, pendingArm{at, func() { t.w.watched(k, t.n) }})
+		}
+	}
+	if keys, ok := t.sets[xid]; ok {
+		delete(t.sets, xid)
+		if code == 0 {
+			t.arms = append(t.arms, pendingArm{at, func() { t.w.reset(keys, t.n) }})
 		}
 	}
 }

@@ -1,0 +1,216 @@
+package zkconn
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// The watches carried across connections.
+//
+// ZooKeeper holds a session's watches on the connection that set them. On
+// each new connection go-zookeeper sends every watch it holds again, in
+// setWatches requests relative to a zxid: the server fires a data watch at
+// once if its node was written after that zxid, and a child watch if its
+// children changed after it (an exists watch fires if its node is there,
+// whatever the zxid). So that zxid must be no later than the point up to
+// which every watch carried has had its events: the last zxid go-zookeeper
+// read on a connection where the server held them all. go-zookeeper takes
+// its last zxid as it sends, which can be later:
+//
+//   - a reply read on the new connection before go-zookeeper reads its last
+//     zxid for setWatches (it starts reading first);
+//   - a setWatches lost with its connection after a later reply was read:
+//     the next connection's is relative to that reply's zxid, and the write
+//     between is never told.
+//
+// So a wire keeps a floor, and a setWatches written while there is one is
+// rewritten to be relative to no later than it (an earlier zxid only brings
+// events for writes a watch had already seen, and each makes its reader
+// read again). The floor is set at a connect while go-zookeeper holds a
+// data or child watch, to the connect's last zxid (go-zookeeper's then),
+// unless one is set already, and cleared once the server holds every one
+// of them on the connection: each was set by a request answered there, or
+// carried by a setWatches answered there. go-zookeeper sends its watches in
+// parts, each once the one before it is answered, and stops at the first
+// failure; a watch in a part lost, or never sent, keeps the floor until a
+// later connection's setWatches carries it.
+//
+// Invariant: while any data or child watch go-zookeeper holds is not held
+// by the server on the current connection (stale), a floor is set, no later
+// than the last zxid read on a connection where the server held them all.
+//
+// A request's watch counts only where go-zookeeper held none at that path
+// and type: one go-zookeeper held before (one channel per caller, one watch
+// at the server) may have missed a write that came before the request,
+// which tells only its own caller. That watch stays stale until a
+// setWatches carries it.
+
+// A watchKey is one watch of go-zookeeper's table that setWatches carries
+// relative to a zxid: a data watch (set by a getData, or an exists that
+// found the node) or a child watch.
+type watchKey struct {
+	path  string
+	child bool
+}
+
+// carried is what a wire knows of go-zookeeper's data and child watches.
+// Under wire.mu.
+type carried struct {
+	on    map[watchKey]int32 // each watch → the connection on which the server held it last
+	cur   int32              // the connection last connected (tap.n)
+	stale int                // watches of on not held on cur
+	floor int64              // see above; valid while hasFloor
+	// hasFloor: a floor is set.
+	hasFloor bool
+}
+
+// The opcodes of the reads that can set a watch, besides opExists.
+const (
+	opGetData      = 4
+	opGetChildren  = 8
+	opGetChildren2 = 12
+)
+
+// connected records that connection n sends its connect request, carrying
+// go-zookeeper's last zxid: no watch is held on it yet.
+func (w *wire) connected(n int32, zxid int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := &w.carried
+	c.cur, c.stale = n, len(c.on)
+	switch {
+	case c.stale == 0:
+		c.hasFloor = false
+	case !c.hasFloor:
+		c.floor, c.hasFloor = zxid, true
+	}
+}
+
+// setLocked records that watch k, which go-zookeeper holds, is held on
+// connection n.
+func (w *wire) setLocked(k watchKey, n int32) {
+	c := &w.carried
+	old, ok := c.on[k]
+	if !ok {
+		return
+	}
+	c.on[k] = n
+	switch {
+	case old != c.cur && n == c.cur:
+		c.stale--
+	case old == c.cur && n != c.cur:
+		c.stale++
+	}
+	if c.stale == 0 {
+		c.hasFloor = false
+	}
+}
+
+// watched records that a request that sets watch k was answered on
+// connection n, as go-zookeeper reads the answer (before its recvFunc
+// adds the watch).
+func (w *wire) watched(k watchKey, n int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := &w.carried
+	if _, ok := c.on[k]; ok {
+		return // one held before stays as it was: see above
+	}
+	if c.on == nil {
+		c.on = make(map[watchKey]int32)
+	}
+	c.on[k] = n
+	if n != c.cur {
+		c.stale++
+	}
+}
+
+// reset records that a setWatches carrying keys was answered without error
+// on connection n, as go-zookeeper reads the answer. The events it fired
+// came before it.
+func (w *wire) reset(keys []watchKey, n int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range keys {
+		w.setLocked(k, n)
+	}
+}
+
+// firedCarriedLocked records an event at path of type typ: go-zookeeper
+// forgets the watches it fires.
+func (w *wire) firedCarriedLocked(path string, typ zk.EventType) {
+	var keys []watchKey
+	switch typ {
+	case zk.EventNodeDataChanged:
+		keys = []watchKey{{path, false}}
+	case zk.EventNodeChildrenChanged:
+		keys = []watchKey{{path, true}}
+	case zk.EventNodeDeleted:
+		keys = []watchKey{{path, false}, {path, true}}
+	}
+	c := &w.carried
+	for _, k := range keys {
+		if n, ok := c.on[k]; ok {
+			delete(c.on, k)
+			if n != c.cur {
+				c.stale--
+			}
+		}
+	}
+	if c.stale == 0 {
+		c.hasFloor = false
+	}
+}
+
+// watchKeyOf returns the watch a read request sets if it is answered
+// without error, given its opcode and body (a path, then the watch flag),
+// and whether it sets one.
+func watchKeyOf(op int32, body []byte) (watchKey, bool) {
+	if op != opGetData && op != opExists && op != opGetChildren && op != opGetChildren2 {
+		return watchKey{}, false
+	}
+	path, ok := watchedPath(body)
+	return watchKey{path: path, child: op == opGetChildren || op == opGetChildren2}, ok
+}
+
+// watchedPath returns the path of a read's body (a path, then the watch
+// flag), and whether it asks for a watch.
+func watchedPath(body []byte) (string, bool) {
+	if len(body) < 4 {
+		return "", false
+	}
+	l := int(int32(binary.BigEndian.Uint32(body)))
+	if l < 0 || 4+l >= len(body) || body[4+l] == 0 {
+		return "", false
+	}
+	return string(body[4 : 4+l]), true
+}
+
+// setWatches returns setWatches frame b, written on connection n, as it is
+// to go out: without the exists watches it is not to carry (keepWanted),
+// and relative to no later than the floor. It returns too the data and
+// child watches b carries.
+func (w *wire) setWatches(b []byte, n int32) ([]byte, []watchKey) {
+	out := w.keepWanted(b, n)
+	var keys []watchKey
+	if ends, ok := swLists(b); ok {
+		for i, start := range [3]int{20, ends[0], ends[1]} {
+			for off := start + 4; i != 1 && off < ends[i]; {
+				l := int(binary.BigEndian.Uint32(b[off:]))
+				keys = append(keys, watchKey{path: string(b[off+4 : off+4+l]), child: i == 2})
+				off += 4 + l
+			}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := &w.carried; c.hasFloor && len(out) >= 20 && int64(binary.BigEndian.Uint64(out[12:20])) > c.floor {
+		if &out[0] == &b[0] {
+			out = slices.Clone(b) // b is go-zookeeper's buffer
+		}
+		binary.BigEndian.PutUint64(out[12:20], uint64(c.floor))
+	}
+	return out, keys
+}

@@ -1,0 +1,147 @@
+package zkconn
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// TestCarriedFloorHeldUntilEveryPart: go-zookeeper sends the watches it
+// carries to a new connection in parts of 128 KB, each once the one before
+// it is answered. On connection 2 the first part is answered and the second
+// lost; every node is written, and a later reply (X) moves go-zookeeper's
+// last zxid past the write before connection 2 drops. The watches of the
+// first part fire on connection 2; those of the second must fire too, on
+// connection 3, whose setWatches go-zookeeper makes relative to X's zxid:
+// the floor, set at connection 2's connect, stays until the server holds
+// every watch (see carried.go). A floor dropped once any part is answered
+// would miss them. At the end, with every watch fired, no floor is left.
+func TestCarriedFloorHeldUntilEveryPart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d := &r70Dialer{}
+	// Two addresses, so that go-zookeeper keeps its queue across a
+	// reconnect (with one it fails what is queued: ErrNoServer).
+	_, port, _ := net.SplitHostPort(shared.Addr())
+	s := dial(t, []string{shared.Addr(), net.JoinHostPort("127.0.0.2", port)}, WithDialer(d.dial))
+	h := current(t, s)
+	other := current(t, dial(t, []string{shared.Addr()})).Conn()
+	root := testRoot(t)
+	plainRoot(t, other, root, nil)
+
+	// 600 watches of about 260 bytes each: more than one part.
+	const nodes = 600
+	paths := make([]string, nodes)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("%s/%03d-%s", root, i, strings.Repeat("n", 190))
+	}
+	for i := 0; i < nodes; i += 100 {
+		var ops []any
+		for _, p := range paths[i : i+100] {
+			ops = append(ops, &zk.CreateRequest{Path: p, Acl: zk.WorldACL(zk.PermAll)})
+		}
+		if _, err := other.Multi(ops...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watches := make([]*Watch, nodes)
+	var wg sync.WaitGroup
+	errs := make(chan error, nodes)
+	for k := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := k; i < nodes; i += 8 {
+				_, _, w, err := h.GetW(ctx, paths[i])
+				watches[i] = w
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, w := range watches {
+			w.Stop()
+		}
+	}()
+
+	// Connection 2 takes the first part and loses the second.
+	parts := 0
+	lost := make(chan struct{})
+	d.setHook(func(n int, b []byte) int {
+		if n != 2 || r70Op(b) != opSetWatches {
+			return r70Pass
+		}
+		if parts++; parts == 1 {
+			return r70Pass
+		}
+		close(lost)
+		return r70Swallow
+	})
+	d.conn(1).Conn.Close()
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatalf("connection 2 sent %d setWatches parts; want 2 or more", parts)
+	}
+	var ops []any
+	for _, p := range paths {
+		ops = append(ops, &zk.SetDataRequest{Path: p, Data: []byte("written"), Version: -1})
+	}
+	if _, err := other.Multi(ops...); err != nil {
+		t.Fatal(err)
+	}
+	// X, written after the lost part: its reply is out of turn, and the
+	// tap closes connection 2 once go-zookeeper has it.
+	if _, _, err := h.Conn().Exists(root); err != nil {
+		t.Fatalf("X = %v", err)
+	}
+
+	// Connection 3: its setWatches answered, and their events read.
+	d.setHook(nil)
+	flush := func() {
+		t.Helper()
+		if err := h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Exists(root); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	awaitSetWatchesSent(t)
+	flush()
+	d.mu.Lock()
+	got := len(d.conns)
+	d.mu.Unlock()
+	if got != 3 {
+		t.Fatalf("%d connections; want 3", got)
+	}
+	missed := 0
+	for _, w := range watches {
+		select {
+		case <-w.C():
+		default:
+			missed++
+		}
+	}
+	if missed > 0 {
+		t.Errorf("%d of %d watches never fired, though every node was written while connection 2 was up without them", missed, nodes)
+	}
+	w := h.gen.c.wire
+	w.mu.Lock()
+	c := w.carried
+	w.mu.Unlock()
+	if c.hasFloor || c.stale != 0 || len(c.on) != 0 {
+		t.Errorf("with every watch fired: floor %v (%d), %d stale, %d known; want none", c.hasFloor, c.floor, c.stale, len(c.on))
+	}
+}
