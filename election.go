@@ -203,8 +203,8 @@ func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
 // one ZooKeeper watch: on the leader's node, or on the path's children while
 // no one campaigns (and for a while two, when a participant arrives just as
 // that watch is set). A loop that ends leaves its watch behind, until it
-// fires (a change of leader): each costs the Session's connection some
-// memory until then, so a single reading is Leader's job, not a loop's.
+// fires (a change of leader); the loops of one Session share the watch on
+// a leader's node. For a single reading, Leader sets none.
 //
 // Observe rides out trouble as Value.Watch does: it waits while the
 // connection is down, goes on with the next session if one is lost (yielding
@@ -231,7 +231,7 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
 				}
 				return
 			}
-			p, watch, err := e.q.watchHead(ctx, h)
+			p, watch, head, err := e.q.watchHead(ctx, h)
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -251,13 +251,19 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
 				continue
 			}
 			pause = 0
+			more := true
 			if p.Path != "" && (p.Path != last.Path || !bytes.Equal(p.Data, last.Data)) {
 				last = p
-				if !yield(p, nil) {
-					return
-				}
+				more = yield(p, nil)
 			}
-			if _, err := h.Wait(ctx, watch); errors.Is(err, zkconn.ErrClosed) && ctx.Err() == nil {
+			if more {
+				_, err = h.Wait(ctx, watch)
+			}
+			head.Stop() // fired, or no longer wanted
+			if !more {
+				return
+			}
+			if errors.Is(err, zkconn.ErrClosed) && ctx.Err() == nil {
 				yield(Participant{}, withPath(e.q.path, err))
 				return
 			}
@@ -266,13 +272,14 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
 }
 
 // watchHead returns the first node in q with a getData watch on it, which
-// fires when the node leaves or is written to. With no node in q it returns
-// no participant (Path "") and a watch that fires when one arrives: on the
-// path's children, or on the path if it does not exist. If one arrives
-// between the listing and that watch, it lists again: the watch set then
-// stays until the children (or the path) next change, a second watch for a
-// while.
-func (q *queue) watchHead(ctx context.Context, h zkconn.Handle) (Participant, <-chan zk.Event, error) {
+// fires when the node leaves or is written to: the channel of head, a Watch
+// the caller stops once done with it. With no node in q it returns no
+// participant (Path "") and no head, and a watch that fires when one
+// arrives: on the path's children, or on the path if it does not exist. If
+// one arrives between the listing and that watch, it lists again: the
+// watch set then stays until the children (or the path) next change, a
+// second watch for a while.
+func (q *queue) watchHead(ctx context.Context, h zkconn.Handle) (_ Participant, _ <-chan zk.Event, head *zkconn.Watch, _ error) {
 	for {
 		var children []string
 		err := h.Do(ctx, func(c *zk.Conn) (err error) {
@@ -280,14 +287,14 @@ func (q *queue) watchHead(ctx context.Context, h zkconn.Handle) (Participant, <-
 			return err
 		})
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return Participant{}, nil, err
+			return Participant{}, nil, nil, err
 		}
 		if len(children) > 0 {
-			p, watch, err := describe(ctx, h, q.path, q.head(children), true)
+			p, w, err := describe(ctx, h, q.path, q.head(children), true)
 			if errors.Is(err, zk.ErrNoNode) {
 				continue // gone meanwhile: the next is first
 			}
-			return p, watch, err
+			return p, w.C(), w, err
 		}
 		var (
 			there bool
@@ -301,7 +308,7 @@ func (q *queue) watchHead(ctx context.Context, h zkconn.Handle) (Participant, <-
 			return err
 		})
 		if err != nil || !there && len(children) == 0 {
-			return Participant{}, watch, err
+			return Participant{}, watch, nil, err
 		}
 	}
 }

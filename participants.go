@@ -70,11 +70,22 @@ func (q *queue) first(ctx context.Context, n int) ([]Participant, error) {
 	return out, nil
 }
 
-// describe reads the node n of parent's queue, setting a getData watch on
-// it if watch is set.
-func describe(ctx context.Context, h zkconn.Handle, parent string, n queued, watch bool) (Participant, <-chan zk.Event, error) {
+// describe reads the node n of parent's queue, setting a Watch on it if
+// watch is set (see zkconn.Handle.GetW: while the session holds a watch
+// there, none is added).
+func describe(ctx context.Context, h zkconn.Handle, parent string, n queued, watch bool) (Participant, *zkconn.Watch, error) {
 	path := parent + "/" + n.name
-	data, st, w, err := getNode(ctx, h, path, watch)
+	var (
+		data []byte
+		st   *zk.Stat
+		w    *zkconn.Watch
+		err  error
+	)
+	if watch {
+		data, st, w, err = h.GetW(ctx, path)
+	} else {
+		data, st, _, err = getNode(ctx, h, path, false)
+	}
 	if err != nil {
 		return Participant{}, nil, err
 	}

@@ -525,14 +525,9 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	if needOwn {
 		wg.Go(func() { czxid, own, ownErr = watchNode(ctx, h, e.node) })
 	}
-	var (
-		watch <-chan zk.Event
-		st    *zk.Stat
-	)
-	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		_, st, watch, err = c.GetW(path)
-		return err
-	})
+	_, st, prevWatch, err := h.GetW(ctx, path)
+	defer prevWatch.Stop()
+	watch := prevWatch.C()
 	wg.Wait()
 	if needSig {
 		e.watches = append(e.watches, sigWatch)

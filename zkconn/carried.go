@@ -138,6 +138,17 @@ func (w *wire) reset(keys []watchKey, n int32) {
 	}
 }
 
+// dataWatched reports whether go-zookeeper holds a data watch at path:
+// until its event, the server holds one for the session, or its connection
+// dropped and the next one's setWatches carries it, relative to no later
+// than the floor, which is no later than any read made since.
+func (w *wire) dataWatched(path string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.carried.on[watchKey{path: path}]
+	return ok
+}
+
 // firedCarriedLocked records an event at path of type typ: go-zookeeper
 // forgets the watches it fires.
 func (w *wire) firedCarriedLocked(path string, typ zk.EventType) {

@@ -77,3 +77,74 @@ func TestReviewR69WireStateFlat(t *testing.T) {
 		}
 	}
 }
+
+// TestGetWSharesWatch: Watches at one path share go-zookeeper's getData
+// watch there while its event has not come, and fire together on it; once
+// it has come, the next GetW sets a watch again. Across a reconnect the
+// shared watch is the one go-zookeeper's setWatches carries: a Watch added
+// on the next connection (read without a watch) fires on the next write,
+// and one added before the connection dropped fires on a write made while
+// it was down.
+func TestGetWSharesWatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	gs := gatedSession(t)
+	h := current(t, gs.Session)
+	other := current(t, dial(t, []string{shared.Addr()})).Conn()
+	root := testRoot(t)
+	plainRoot(t, other, root, nil)
+	kept := keepWatching(t, ctx, h, root)
+	node := root + "/n"
+	if _, err := other.Create(node, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	watch := func() *Watch {
+		t.Helper()
+		_, _, w, err := h.GetW(ctx, node)
+		if err != nil {
+			t.Fatalf("GetW(%s) = %v", node, err)
+		}
+		return w
+	}
+	held := func(want int) {
+		t.Helper()
+		if n := zktest.ClientWatches(t, h.Conn(), func(p string) bool { return p == node }); n != want {
+			t.Fatalf("go-zookeeper holds %d getData watches on %s; want %d", n, node, want)
+		}
+	}
+	write := func(ws ...*Watch) {
+		t.Helper()
+		if _, err := other.Set(node, nil, -1); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			if ev := <-w.C(); ev.Type != zk.EventNodeDataChanged {
+				t.Fatalf("event %v; want the write", ev)
+			}
+		}
+	}
+
+	w1, w2 := watch(), watch()
+	w3 := watch()
+	w3.Stop() // a waiter that gave up
+	held(1)
+	write(w1, w2)
+	held(0)
+	w4 := watch() // set again
+	held(1)
+	gs.reconnect(t, h, kept)
+	w5 := watch() // shares w4's, which setWatches carried
+	held(1)
+	write(w4, w5)
+	w6 := watch()
+	gs.last().Conn.Close()
+	if _, err := other.Set(node, nil, -1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-w6.C(); ev.Type != zk.EventNodeDataChanged {
+		t.Fatalf("event %v; want the write made while the connection was down", ev)
+	}
+	w7 := watch()
+	held(1)
+	write(w7)
+}

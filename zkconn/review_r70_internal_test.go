@@ -163,12 +163,12 @@ func r70Names(b []byte, op int32, path string) bool {
 }
 
 // awaitQueued returns once a goroutine waits in go-zookeeper's request for
-// the reply to a call of fn (its request is in the send queue).
-func awaitQueued(t *testing.T, fn string) {
+// the reply to a call of one of fns (its request is in the send queue).
+func awaitQueued(t *testing.T, fns ...string) {
 	t.Helper()
-	awaitGoroutines(t, fn+" queued", func(gs [][]byte) bool {
+	awaitGoroutines(t, fns[0]+" queued", func(gs [][]byte) bool {
 		return slices.ContainsFunc(gs, func(g []byte) bool {
-			return bytes.Contains(g, []byte("zk.(*Conn)."+fn+"(")) &&
+			return slices.ContainsFunc(fns, func(fn string) bool { return bytes.Contains(g, []byte("zk.(*Conn)."+fn+"(")) }) &&
 				bytes.Contains(g, []byte("zk.(*Conn).request(")) &&
 				!bytes.Contains(g, []byte("zk.(*Conn).queueRequest("))
 		})
@@ -233,6 +233,19 @@ func r70LostSetWatches(t *testing.T, read bool) {
 	heldX, releaseX := make(chan struct{}), make(chan struct{})
 	var once1, once2 sync.Once
 	var getXid atomic.Int32
+	t.Cleanup(func() { // a test that fails midway leaves no write waiting
+		d.setHook(nil)
+		select {
+		case <-releaseH:
+		default:
+			close(releaseH)
+		}
+		select {
+		case <-releaseX:
+		default:
+			close(releaseX)
+		}
+	})
 	d.setHook(func(n int, b []byte) int {
 		switch {
 		case n == 1 && r70Names(b, opExists, hPath):
@@ -266,7 +279,7 @@ func r70LostSetWatches(t *testing.T, read bool) {
 			_, st, w, err := h.GetW(ctx, node)
 			res <- got{st, w, err}
 		}()
-		awaitQueued(t, "GetW")
+		awaitQueued(t, "Get", "GetW") // a plain read while go-zookeeper holds a watch there
 	} else {
 		res <- got{st: st0} // w0's read
 	}

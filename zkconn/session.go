@@ -249,8 +249,10 @@ func (c *client) close() {
 // block: it fires c's Watches, or updates state under s.mu.
 func (s *Session) onEvent(c *client, ev zk.Event) {
 	if ev.Type != zk.EventSession {
-		c.watches.fire(ev)
+		// The record first: a Watch added after it is set by a request
+		// of its own (see Handle.GetW).
 		c.wire.fired(ev.Path, ev.Type)
+		c.watches.fire(ev)
 		return
 	}
 	s.mu.Lock()

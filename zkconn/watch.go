@@ -137,6 +137,15 @@ func (s *watchSet) fire(ev zk.Event) {
 // GetW reads path's data and stat as Do does, setting a Watch on it. On
 // error it returns no Watch (a request still in flight may set a watch on
 // the server: its event then goes nowhere).
+//
+// Watches at one path share a watch: while go-zookeeper holds one there,
+// whose event has not come, GetW reads without setting another (the
+// server's event for it fires them all). go-zookeeper keeps every watch
+// until its event, so a Watch stopped before (a waiter that gave up, say)
+// would otherwise leave one behind each time, for as long as the node is
+// not written to. The Watch is added before the check, and the record is
+// cleared before the Watches fire (Session.onEvent): a Watch either fires
+// on that event, or finds no watch held and sets one.
 func (h Handle) GetW(ctx context.Context, path string) ([]byte, *zk.Stat, *Watch, error) {
 	w := h.gen.c.watches.add(path)
 	var (
@@ -144,7 +153,11 @@ func (h Handle) GetW(ctx context.Context, path string) ([]byte, *zk.Stat, *Watch
 		st   *zk.Stat
 	)
 	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		data, st, _, err = c.GetW(path)
+		if h.gen.c.wire.dataWatched(path) {
+			data, st, err = c.Get(path)
+		} else {
+			data, st, _, err = c.GetW(path)
+		}
 		return err
 	})
 	if err != nil {
