@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,13 +79,13 @@ func TestCarriedFloorHeldUntilEveryPart(t *testing.T) {
 	}()
 
 	// Connection 2 takes the first part and loses the second.
-	parts := 0
+	var parts atomic.Int32
 	lost := make(chan struct{})
 	d.setHook(func(n int, b []byte) int {
 		if n != 2 || r70Op(b) != opSetWatches {
 			return r70Pass
 		}
-		if parts++; parts == 1 {
+		if parts.Add(1) == 1 {
 			return r70Pass
 		}
 		close(lost)
@@ -94,7 +95,7 @@ func TestCarriedFloorHeldUntilEveryPart(t *testing.T) {
 	select {
 	case <-lost:
 	case <-ctx.Done():
-		t.Fatalf("connection 2 sent %d setWatches parts; want 2 or more", parts)
+		t.Fatalf("connection 2 sent %d setWatches parts; want 2 or more", parts.Load())
 	}
 	var ops []any
 	for _, p := range paths {
