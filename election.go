@@ -234,6 +234,7 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
 			p, watch, head, err := e.q.watchHead(ctx, h)
 			switch {
 			case ctx.Err() != nil:
+				head.Stop() // read, and no longer wanted (nil on error)
 				return
 			case errors.Is(err, zkconn.ErrClosed):
 				yield(Participant{}, withPath(e.q.path, err))

@@ -525,6 +525,9 @@ func (q *queue) follow(ctx context.Context, e *entry, prev queued, first bool, s
 	if needOwn {
 		wg.Go(func() { czxid, own, ownErr = watchNode(ctx, h, e.node) })
 	}
+	// The Watch is the server's on h's connection, set with the read or
+	// before it (GetW shares only such a watch): its events come in order
+	// with the connection's others, as link's rule below counts on.
 	_, st, prevWatch, err := h.GetW(ctx, path)
 	defer prevWatch.Stop()
 	watch := prevWatch.C()

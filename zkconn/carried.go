@@ -138,15 +138,27 @@ func (w *wire) reset(keys []watchKey, n int32) {
 	}
 }
 
-// dataWatched reports whether go-zookeeper holds a data watch at path:
-// until its event, the server holds one for the session, or its connection
-// dropped and the next one's setWatches carries it, relative to no later
-// than the floor, which is no later than any read made since.
-func (w *wire) dataWatched(path string) bool {
+// dataWatched reports whether go-zookeeper holds a data watch at path that
+// the server holds on the current connection, and returns that
+// connection: until its event, a read there, written on that connection,
+// sees every write after it through that watch, in order with the
+// connection's other events, as a watch set with the read would. A watch
+// carried from an earlier connection that no setWatches answered on this
+// one has set yet does not count: it would tell a write and a deletion
+// made in between as the deletion alone (review round 73).
+func (w *wire) dataWatched(path string) (int32, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, ok := w.carried.on[watchKey{path: path}]
-	return ok
+	n, ok := w.carried.on[watchKey{path: path}]
+	return n, ok && n == w.carried.cur
+}
+
+// connection returns the current connection (tap.n): the one whose connect
+// request was written last.
+func (w *wire) connection() int32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.carried.cur
 }
 
 // firedCarriedLocked records an event at path of type typ: go-zookeeper

@@ -133,7 +133,8 @@ func TestGetWSharesWatch(t *testing.T) {
 	w4 := watch() // set again
 	held(1)
 	gs.reconnect(t, h, kept)
-	w5 := watch() // shares w4's, which setWatches carried
+	awaitSetWatchesSent(t) // go-zookeeper has read its reply: the server holds w4's watch here
+	w5 := watch()          // shares w4's, which setWatches carried
 	held(1)
 	write(w4, w5)
 	w6 := watch()

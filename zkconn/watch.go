@@ -139,7 +139,8 @@ func (s *watchSet) fire(ev zk.Event) {
 // the server: its event then goes nowhere).
 //
 // Watches at one path share a watch: while go-zookeeper holds one there,
-// whose event has not come, GetW reads without setting another (the
+// whose event has not come, and the server holds it on the current
+// connection, GetW reads without setting another on that connection (the
 // server's event for it fires them all). go-zookeeper keeps every watch
 // until its event, so a Watch stopped before (a waiter that gave up, say)
 // would otherwise leave one behind each time, for as long as the node is
@@ -152,12 +153,17 @@ func (h Handle) GetW(ctx context.Context, path string) ([]byte, *zk.Stat, *Watch
 		data []byte
 		st   *zk.Stat
 	)
+	wire := h.gen.c.wire
 	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		if h.gen.c.wire.dataWatched(path) {
-			data, st, err = c.Get(path)
-		} else {
-			data, st, _, err = c.GetW(path)
+		if n, ok := wire.dataWatched(path); ok {
+			// The connection the same when the reply came: the read
+			// went out on it. Else it may have gone out on a later
+			// one, which does not hold the watch yet: read again.
+			if data, st, err = c.Get(path); err != nil || wire.connection() == n {
+				return err
+			}
 		}
+		data, st, _, err = c.GetW(path)
 		return err
 	})
 	if err != nil {
