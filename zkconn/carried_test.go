@@ -2,10 +2,6 @@ package zkconn
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,57 +22,10 @@ import (
 func TestCarriedFloorHeldUntilEveryPart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	d := &r70Dialer{}
-	// Two addresses, so that go-zookeeper keeps its queue across a
-	// reconnect (with one it fails what is queued: ErrNoServer).
-	_, port, _ := net.SplitHostPort(shared.Addr())
-	s := dial(t, []string{shared.Addr(), net.JoinHostPort("127.0.0.2", port)}, WithDialer(d.dial))
-	h := current(t, s)
-	other := current(t, dial(t, []string{shared.Addr()})).Conn()
-	root := testRoot(t)
-	plainRoot(t, other, root, nil)
-
+	d, h, other, root, _ := r70Session(t)
 	// 600 watches of about 260 bytes each: more than one part.
 	const nodes = 600
-	paths := make([]string, nodes)
-	for i := range paths {
-		paths[i] = fmt.Sprintf("%s/%03d-%s", root, i, strings.Repeat("n", 190))
-	}
-	for i := 0; i < nodes; i += 100 {
-		var ops []any
-		for _, p := range paths[i : i+100] {
-			ops = append(ops, &zk.CreateRequest{Path: p, Acl: zk.WorldACL(zk.PermAll)})
-		}
-		if _, err := other.Multi(ops...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	watches := make([]*Watch, nodes)
-	var wg sync.WaitGroup
-	errs := make(chan error, nodes)
-	for k := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := k; i < nodes; i += 8 {
-				_, _, w, err := h.GetW(ctx, paths[i])
-				watches[i] = w
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() {
-		for _, w := range watches {
-			w.Stop()
-		}
-	}()
+	paths, watches := watchMany(t, ctx, h, other, root, nodes, 190)
 
 	// Connection 2 takes the first part and loses the second.
 	var parts atomic.Int32

@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,46 +31,14 @@ import (
 func TestReviewR73StaleSharedWatchOnLiveLink(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	d := &r70Dialer{}
-	_, port, _ := net.SplitHostPort(shared.Addr())
-	s := dial(t, []string{shared.Addr(), net.JoinHostPort("127.0.0.2", port)}, WithDialer(d.dial))
-	h := current(t, s)
-	other := current(t, dial(t, []string{shared.Addr()})).Conn()
-	root := testRoot(t)
-	plainRoot(t, other, root, nil)
-
+	d, h, other, root, node := r70Session(t)
 	// 400 watches of about 1 KB each: four parts or so.
-	const fillers = 400
-	paths := make([]string, fillers)
-	for i := range paths {
-		paths[i] = fmt.Sprintf("%s/%03d-%s", root, i, strings.Repeat("f", 1000))
-	}
-	for i := 0; i < fillers; i += 50 {
-		var ops []any
-		for _, p := range paths[i : i+50] {
-			ops = append(ops, &zk.CreateRequest{Path: p, Acl: zk.WorldACL(zk.PermAll)})
-		}
-		if _, err := other.Multi(ops...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	node := root + "/n"
-	if _, err := other.Create(node, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	watchMany(t, ctx, h, other, root, 400, 1000)
+	_, _, w, err := h.GetW(ctx, node)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var watches []*Watch
-	defer func() {
-		for _, w := range watches {
-			w.Stop()
-		}
-	}()
-	for _, p := range append(paths, node) {
-		_, _, w, err := h.GetW(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		watches = append(watches, w)
-	}
+	defer w.Stop()
 
 	// On each connection after the first: a first part carrying node
 	// fails the connection (the next sends its watches in another order);
@@ -190,17 +155,7 @@ func TestReviewR73StaleSharedWatchOnLiveLink(t *testing.T) {
 func TestReviewR73SharedReadSentOnNextConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	d := &r70Dialer{}
-	_, port, _ := net.SplitHostPort(shared.Addr())
-	s := dial(t, []string{shared.Addr(), net.JoinHostPort("127.0.0.2", port)}, WithDialer(d.dial))
-	h := current(t, s)
-	other := current(t, dial(t, []string{shared.Addr()})).Conn()
-	root := testRoot(t)
-	plainRoot(t, other, root, nil)
-	node := root + "/n"
-	if _, err := other.Create(node, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
+	d, h, other, root, node := r70Session(t)
 	_, _, w0, err := h.GetW(ctx, node) // held on connection 1
 	if err != nil {
 		t.Fatal(err)
