@@ -14,8 +14,11 @@ import (
 // write writes a revocation request into X and waits until W follows X
 // again: per write, W takes X's signal back twice (once on the event, once
 // when its next read shows the new version) and sets its exists watch on
-// the signal twice; the last exists gets last (Pass if nil: the test waits
-// for its answer), and returns its fault.
+// the signal twice, each time with a read of X; the last exists gets
+// lastExists and the last multi lastMulti, and write returns their
+// faults. When both are Pass, it returns once W's last read of X has been
+// answered: a next write must come after it, or that read shows it, and W
+// takes the signal back once for it, not twice.
 func (l *r66Line) write(t *testing.T, ctx context.Context, lastMulti, lastExists zktest.Action) (m2, e2 *zktest.Fault) {
 	t.Helper()
 	sig := l.nodeX + ".handoff"
@@ -23,15 +26,25 @@ func (l *r66Line) write(t *testing.T, ctx context.Context, lastMulti, lastExists
 	e1 := l.p.Strike(zktest.Match{Op: zktest.OpExists, Path: sig}, zktest.Pass)
 	m2 = l.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: sig}, lastMulti)
 	e2 = l.p.Strike(zktest.Match{Op: zktest.OpExists, Path: sig}, lastExists)
+	faults := []*zktest.Fault{m1, e1, m2, e2}
+	synced := lastMulti == zktest.Pass && lastExists == zktest.Pass
+	if synced {
+		for range 2 {
+			faults = append(faults, l.p.Strike(zktest.Match{Op: zktest.OpGetData, Path: l.nodeX}, zktest.Pass))
+		}
+	}
 	if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
 		t.Fatal(err)
 	}
-	for i, f := range []*zktest.Fault{m1, e1, m2, e2} {
+	for i, f := range faults {
 		select {
 		case <-f.Struck():
 		case <-time.After(30 * time.Second):
 			t.Fatalf("fault %d never struck; watches %v", i, watchesUnder(t, l.path, l.obs))
 		}
+	}
+	if synced {
+		r66Flush(t, ctx, l.sw, l.path) // after W's last read of X
 	}
 	return m2, e2
 }
