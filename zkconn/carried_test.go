@@ -61,15 +61,7 @@ func TestCarriedFloorHeldUntilEveryPart(t *testing.T) {
 
 	// Connection 3: its setWatches answered, and their events read.
 	d.setHook(nil)
-	flush := func() {
-		t.Helper()
-		if err := h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Exists(root); return err }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flush()
-	awaitSetWatchesSent(t)
-	flush()
+	settled(t, ctx, h, root)
 	d.mu.Lock()
 	got := len(d.conns)
 	d.mu.Unlock()

@@ -25,11 +25,12 @@ type r70Conn struct {
 	n int
 	d *r70Dialer
 
-	mu   sync.Mutex
-	cond *sync.Cond
-	buf  []byte // not yet read
-	log  []byte // all the server sent
-	err  error
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []byte // not yet read
+	log    []byte // all the server sent
+	err    error
+	paused bool // Read waits: what the server sends stays in buf
 }
 
 // What a hook does with a frame.
@@ -109,7 +110,7 @@ func (c *r70Conn) SetReadDeadline(time.Time) error { return nil }
 func (c *r70Conn) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.err == nil && len(c.buf) == 0 {
+	for c.err == nil && (len(c.buf) == 0 || c.paused) {
 		c.cond.Wait()
 	}
 	if len(c.buf) == 0 {
@@ -118,6 +119,15 @@ func (c *r70Conn) Read(b []byte) (int, error) {
 	n := copy(b, c.buf)
 	c.buf = c.buf[n:]
 	return n, nil
+}
+
+// pause makes Read wait (go-zookeeper reads nothing) if p, until it is
+// called again without.
+func (c *r70Conn) pause(p bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.paused = p
+	c.cond.Broadcast()
 }
 
 // awaitReply returns once the server's reply to the request of xid has
@@ -204,6 +214,40 @@ func watchMany(t *testing.T, ctx context.Context, h Handle, other *zk.Conn, root
 		watches[i] = w
 	}
 	return paths, watches
+}
+
+// A getW is the result of a GetW made by goGetW.
+type getW struct {
+	st  *zk.Stat
+	w   *Watch
+	err error
+}
+
+// goGetW calls h.GetW(ctx, path) on a goroutine of its own and returns
+// the channel of its result.
+func goGetW(ctx context.Context, h Handle, path string) <-chan getW {
+	res := make(chan getW, 1)
+	go func() {
+		_, st, w, err := h.GetW(ctx, path)
+		res <- getW{st, w, err}
+	}()
+	return res
+}
+
+// settled returns once the watches h's session carries have been set again
+// on its connection (go-zookeeper has read the reply to every setWatches
+// part) and every event before has been read: a request through h on
+// either side of that.
+func settled(t *testing.T, ctx context.Context, h Handle, path string) {
+	t.Helper()
+	flush := func() {
+		if err := h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Exists(path); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	awaitSetWatchesSent(t)
+	flush()
 }
 
 // r70Op returns the opcode of request frame b, or 0.
@@ -313,20 +357,14 @@ func r70LostSetWatches(t *testing.T, read bool) {
 		h.Conn().Exists(hPath) // fails with the connection
 	}()
 	<-heldH
-	type got struct {
-		st  *zk.Stat
-		w   *Watch
-		err error
-	}
-	res := make(chan got, 1)
+	var res <-chan getW
 	if read {
-		go func() {
-			_, st, w, err := h.GetW(ctx, node)
-			res <- got{st, w, err}
-		}()
+		res = goGetW(ctx, h, node)
 		awaitQueued(t, "Get", "GetW") // a plain read while go-zookeeper holds a watch there
 	} else {
-		res <- got{st: st0} // w0's read
+		w0read := make(chan getW, 1)
+		w0read <- getW{st: st0}
+		res = w0read
 	}
 	xDone := make(chan error, 1)
 	go func() {
@@ -373,15 +411,7 @@ func r70LostSetWatches(t *testing.T, read bool) {
 	// Connection 3: its setWatches (if go-zookeeper holds a watch) has
 	// been answered, and any event before the last reply read.
 	d.setHook(nil)
-	flush := func() {
-		t.Helper()
-		if err := h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Exists(root); return err }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flush()
-	awaitSetWatchesSent(t)
-	flush()
+	settled(t, ctx, h, root)
 	for name, r := range watches {
 		select {
 		case ev := <-r.w.C():

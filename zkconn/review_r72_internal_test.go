@@ -209,20 +209,12 @@ func TestReviewR72MirrorFuzz(t *testing.T) {
 		t.Error(s)
 	}
 	mu.Unlock()
-	flush := func() {
-		t.Helper()
-		if err := h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Exists(root); return err }); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// A clean reconnect: every watch carried again.
 	d.mu.Lock()
 	last := d.conns[len(d.conns)-1]
 	d.mu.Unlock()
 	last.Conn.Close()
-	flush()
-	awaitSetWatchesSent(t)
-	flush()
+	settled(t, ctx, h, root)
 	w := h.gen.c.wire
 	table := r72Table(h.Conn())
 	w.mu.Lock()
@@ -298,7 +290,7 @@ func TestReviewR72MirrorFuzz(t *testing.T) {
 			other.Set(k.path, []byte("last"), -1)
 		}
 	}
-	flush()
+	settled(t, ctx, h, root) // the events of the writes read
 	after := r72Table(h.Conn())
 	for k := range table {
 		if _, ok := after[k]; ok {

@@ -99,16 +99,7 @@ func TestReviewR73StaleSharedWatchOnLiveLink(t *testing.T) {
 		t.Fatal("no connection up while connection n sends its watches")
 	default:
 	}
-	type got struct {
-		st  *zk.Stat
-		w   *Watch
-		err error
-	}
-	res := make(chan got, 1)
-	go func() {
-		_, st, w, err := h.GetW(ctx, node)
-		res <- got{st, w, err}
-	}()
+	res := goGetW(ctx, h, node)
 	awaitQueued(t, "Get", "GetW") // behind the first part, ahead of the next
 	openFirst()
 	r := <-res
@@ -189,16 +180,7 @@ func TestReviewR73SharedReadSentOnNextConnection(t *testing.T) {
 		h.Conn().Exists(hPath) // fails with connection 1
 	}()
 	<-heldH
-	type got struct {
-		st  *zk.Stat
-		w   *Watch
-		err error
-	}
-	res := make(chan got, 1)
-	go func() {
-		_, st, w, err := h.GetW(ctx, node)
-		res <- got{st, w, err}
-	}()
+	res := goGetW(ctx, h, node)
 	awaitQueued(t, "Get") // the read without a watch, behind H
 	openH()
 	<-hDone

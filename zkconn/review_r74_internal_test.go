@@ -4,42 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 )
-
-// r74Conn is an r70Conn whose reads (go-zookeeper's, through the tap) can
-// be paused: what the server sends meanwhile waits in the buffer.
-type r74Conn struct {
-	*r70Conn
-	paused atomic.Bool
-}
-
-func (g *r74Conn) Read(b []byte) (int, error) {
-	c := g.r70Conn
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.err == nil && (len(c.buf) == 0 || g.paused.Load()) {
-		c.cond.Wait()
-	}
-	if len(c.buf) == 0 {
-		return 0, c.err
-	}
-	n := copy(b, c.buf)
-	c.buf = c.buf[n:]
-	return n, nil
-}
-
-func (g *r74Conn) pause(p bool) {
-	g.mu.Lock()
-	g.paused.Store(p)
-	g.cond.Broadcast()
-	g.mu.Unlock()
-}
 
 // notified reports whether the server has sent, on c, a notification
 // naming path (go-zookeeper may not have read it).
@@ -72,16 +41,7 @@ func TestReviewR74SharedWatchFiredUnread(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	d := &r70Dialer{}
-	var g *r74Conn
-	dialer := func(network, addr string, timeout time.Duration) (net.Conn, error) {
-		c, err := d.dial(network, addr, timeout)
-		if err != nil {
-			return nil, err
-		}
-		g = &r74Conn{r70Conn: c.(*r70Conn)}
-		return g, nil
-	}
-	s := dial(t, []string{shared.Addr()}, WithDialer(dialer))
+	s := dial(t, []string{shared.Addr()}, WithDialer(d.dial))
 	h := current(t, s)
 	other := current(t, dial(t, []string{shared.Addr()})).Conn()
 	root := testRoot(t)
@@ -95,6 +55,7 @@ func TestReviewR74SharedWatchFiredUnread(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w0.Stop()
+	g := d.conn(1)
 	g.pause(true)
 	defer g.pause(false)
 	if _, err := other.Set(node, []byte("x"), -1); err != nil {
@@ -108,16 +69,7 @@ func TestReviewR74SharedWatchFiredUnread(t *testing.T) {
 	if _, ok := h.gen.c.wire.dataWatched(node); !ok {
 		t.Fatal("the watch is not live on the current connection: nothing to test")
 	}
-	type got struct {
-		st  *zk.Stat
-		w   *Watch
-		err error
-	}
-	res := make(chan got, 1)
-	go func() {
-		_, st, w, err := h.GetW(ctx, node)
-		res <- got{st, w, err}
-	}()
+	res := goGetW(ctx, h, node)
 	awaitQueued(t, "Get", "GetW")
 	g.pause(false)
 	r := <-res
