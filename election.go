@@ -252,18 +252,15 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
 				continue
 			}
 			pause = 0
-			more := true
 			if p.Path != "" && (p.Path != last.Path || !bytes.Equal(p.Data, last.Data)) {
 				last = p
-				more = yield(p, nil)
+				if !yield(p, nil) {
+					head.Stop()
+					return
+				}
 			}
-			if more {
-				_, err = h.Wait(ctx, watch)
-			}
+			_, err = h.Wait(ctx, watch)
 			head.Stop() // fired, or no longer wanted
-			if !more {
-				return
-			}
 			if errors.Is(err, zkconn.ErrClosed) && ctx.Err() == nil {
 				yield(Participant{}, withPath(e.q.path, err))
 				return

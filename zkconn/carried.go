@@ -25,21 +25,21 @@ import (
 //     the next connection's is relative to that reply's zxid, and the write
 //     between is never told.
 //
-// So a wire keeps a floor, and a setWatches written while there is one is
-// rewritten to be relative to no later than it (an earlier zxid only brings
-// events for writes a watch had already seen, and each makes its reader
-// read again). The floor is set at a connect while go-zookeeper holds a
-// data or child watch, to the connect's last zxid (go-zookeeper's then),
-// unless one is set already, and cleared once the server holds every one
-// of them on the connection: each was set by a request answered there, or
-// carried by a setWatches answered there. go-zookeeper sends its watches in
-// parts, each once the one before it is answered, and stops at the first
-// failure; a watch in a part lost, or never sent, keeps the floor until a
-// later connection's setWatches carries it.
+// So a wire keeps a floor, in force while any data or child watch
+// go-zookeeper holds is stale (not held by the server on the current
+// connection), and a setWatches written then is rewritten to be relative
+// to no later than it (an earlier zxid only brings events for writes a
+// watch had already seen, and each makes its reader read again). A watch
+// is held on a connection once a request that set it, or a setWatches that
+// carried it, was answered there. At a connect, every watch is stale; the
+// floor is the connect's last zxid (go-zookeeper's then) if none was stale
+// on the connection before, and stays as it was otherwise. go-zookeeper
+// sends its watches in parts, each once the one before it is answered, and
+// stops at the first failure: a watch in a part lost, or never sent, keeps
+// the floor in force until a later connection's setWatches carries it.
 //
-// Invariant: while any data or child watch go-zookeeper holds is not held
-// by the server on the current connection (stale), a floor is set, no later
-// than the last zxid read on a connection where the server held them all.
+// Invariant: while any watch is stale, the floor is no later than the last
+// zxid read on a connection where the server held them all.
 //
 // A request's watch counts only where go-zookeeper held none at that path
 // and type: one go-zookeeper held before (one channel per caller, one watch
@@ -61,9 +61,7 @@ type carried struct {
 	on    map[watchKey]int32 // each watch → the connection on which the server held it last
 	cur   int32              // the connection last connected (tap.n)
 	stale int                // watches of on not held on cur
-	floor int64              // see above; valid while hasFloor
-	// hasFloor: a floor is set.
-	hasFloor bool
+	floor int64              // see above; in force while stale > 0
 }
 
 // The opcodes of the reads that can set a watch, besides opExists.
@@ -79,13 +77,12 @@ func (w *wire) connected(n int32, zxid int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c := &w.carried
-	c.cur, c.stale = n, len(c.on)
-	switch {
-	case c.stale == 0:
-		c.hasFloor = false
-	case !c.hasFloor:
-		c.floor, c.hasFloor = zxid, true
+	if c.stale == 0 {
+		// All held on the connection before: their events came up to
+		// its last zxid. Else the floor set before stays.
+		c.floor = zxid
 	}
+	c.cur, c.stale = n, len(c.on)
 }
 
 // setLocked records that watch k, which go-zookeeper holds, is held on
@@ -102,9 +99,6 @@ func (w *wire) setLocked(k watchKey, n int32) {
 		c.stale--
 	case old == c.cur && n != c.cur:
 		c.stale++
-	}
-	if c.stale == 0 {
-		c.hasFloor = false
 	}
 }
 
@@ -182,33 +176,20 @@ func (w *wire) firedCarriedLocked(path string, typ zk.EventType) {
 			}
 		}
 	}
-	if c.stale == 0 {
-		c.hasFloor = false
-	}
 }
 
 // watchKeyOf returns the watch a read request sets if it is answered
-// without error, given its opcode and body (a path, then the watch flag),
-// and whether it sets one.
+// without error (for an exists, if the node is there), given its opcode
+// and body (a path, then the watch flag), and whether it asks for one.
 func watchKeyOf(op int32, body []byte) (watchKey, bool) {
-	if op != opGetData && op != opExists && op != opGetChildren && op != opGetChildren2 {
+	if op != opGetData && op != opExists && op != opGetChildren && op != opGetChildren2 || len(body) < 4 {
 		return watchKey{}, false
-	}
-	path, ok := watchedPath(body)
-	return watchKey{path: path, child: op == opGetChildren || op == opGetChildren2}, ok
-}
-
-// watchedPath returns the path of a read's body (a path, then the watch
-// flag), and whether it asks for a watch.
-func watchedPath(body []byte) (string, bool) {
-	if len(body) < 4 {
-		return "", false
 	}
 	l := int(int32(binary.BigEndian.Uint32(body)))
 	if l < 0 || 4+l >= len(body) || body[4+l] == 0 {
-		return "", false
+		return watchKey{}, false
 	}
-	return string(body[4 : 4+l]), true
+	return watchKey{path: string(body[4 : 4+l]), child: op == opGetChildren || op == opGetChildren2}, true
 }
 
 // setWatches returns setWatches frame b, written on connection n, as it is
@@ -229,7 +210,7 @@ func (w *wire) setWatches(b []byte, n int32) ([]byte, []watchKey) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c := &w.carried; c.hasFloor && len(out) >= 20 && int64(binary.BigEndian.Uint64(out[12:20])) > c.floor {
+	if c := &w.carried; c.stale > 0 && len(out) >= 20 && int64(binary.BigEndian.Uint64(out[12:20])) > c.floor {
 		if &out[0] == &b[0] {
 			out = slices.Clone(b) // b is go-zookeeper's buffer
 		}

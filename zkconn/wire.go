@@ -184,25 +184,18 @@ func (w *wire) sent(path string) {
 	}
 }
 
-// watching records an exists request about to be written, given its body
-// (a path, then the watch flag), and returns the watch it is to set, if it
-// sets one. It is taken for ExistsW's if one of ExistsW's is out there
-// (a plain one written then is taken for ExistsW's too).
-func (w *wire) watching(body []byte) (watching, bool) {
-	if len(body) < 4 {
-		return watching{}, false
-	}
-	l := int(int32(binary.BigEndian.Uint32(body)))
-	if l < 0 || 4+l >= len(body) || body[4+l] == 0 {
-		return watching{}, false
-	}
+// watching records an exists request at path that sets a watch, about to
+// be written, and returns that watch. It is taken for ExistsW's if one of
+// ExistsW's is out there (a plain one written then is taken for ExistsW's
+// too).
+func (w *wire) watching(path string) watching {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ws := watching{path: string(body[4 : 4+l]), plain: true}
-	if x := w.exists[ws.path]; x != nil && x.out > 0 {
+	ws := watching{path: path, plain: true}
+	if x := w.exists[path]; x != nil && x.out > 0 {
 		ws.plain = false
 	}
-	return ws, true
+	return ws
 }
 
 // A watching is an exists request that sets a watch.
@@ -573,19 +566,17 @@ func (t *tap) Write(b []byte) (int, error) {
 	}
 	// each Write is one request, known before its reply can be read
 	t.pending = append(t.pending, request{xid: xid, at: now, auth: op == opSetAuth})
-	if op == opExists {
-		if ws, ok := t.w.watching(b[12:]); ok {
-			if t.exists == nil {
-				t.exists = make(map[int32]watching)
-			}
-			t.exists[xid] = ws
-		}
-	}
 	if k, ok := watchKeyOf(op, b[12:]); ok {
 		if t.reads == nil {
 			t.reads = make(map[int32]watchKey)
 		}
 		t.reads[xid] = k
+		if op == opExists {
+			if t.exists == nil {
+				t.exists = make(map[int32]watching)
+			}
+			t.exists[xid] = t.w.watching(k.path)
+		}
 	}
 	// A setWatches relative to another zxid than the connect request's
 	// (it follows the opcode) was made for the connection before (see

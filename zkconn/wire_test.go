@@ -374,9 +374,10 @@ func TestKeepWanted(t *testing.T) {
 	// that a node is there: a data watch, which is no exists watch.
 	w.sending("/c.s")
 	for _, p := range []string{"/c.s", "/p", "/b.s"} {
-		ws, ok := w.watching(append(juteString(p), 1))
-		if !ok || ws.path != p || ws.plain != (p != "/c.s") {
-			t.Fatalf("watching(%s) = %+v, %v", p, ws, ok)
+		k, ok := watchKeyOf(opExists, append(juteString(p), 1))
+		ws := w.watching(k.path)
+		if !ok || k != (watchKey{path: p}) || ws.path != p || ws.plain != (p != "/c.s") {
+			t.Fatalf("watchKeyOf(exists %s) = %+v, %v; watching = %+v", p, k, ok, ws)
 		}
 		ws.noNode = p != "/b.s"
 		w.answered(ws, next)
@@ -385,7 +386,7 @@ func TestKeepWanted(t *testing.T) {
 	if got := w.keepWanted(in, next); !bytes.Equal(got, want) {
 		t.Errorf("watches set on the connection already are carried:\n%x\nwant\n%x", got, want)
 	}
-	if _, ok := w.watching(append(juteString("/q"), 0)); ok {
+	if _, ok := watchKeyOf(opExists, append(juteString("/q"), 0)); ok {
 		t.Error("an exists without a watch is recorded")
 	}
 
