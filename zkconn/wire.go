@@ -566,7 +566,7 @@ func (t *tap) Write(b []byte) (int, error) {
 	}
 	// each Write is one request, known before its reply can be read
 	t.pending = append(t.pending, request{xid: xid, at: now, auth: op == opSetAuth})
-	if k, ok := watchKeyOf(op, b[12:]); ok {
+	if k, ok := watchKeyOf(op, b[min(12, len(b)):]); ok {
 		if t.reads == nil {
 			t.reads = make(map[int32]watchKey)
 		}
