@@ -202,9 +202,10 @@ func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
 // goroutine of its own (the Session runs each request it sends). It keeps
 // one ZooKeeper watch: on the leader's node, or on the path's children while
 // no one campaigns (and for a while two, when a participant arrives just as
-// that watch is set). A loop that ends leaves its watch behind, until it
-// fires (a change of leader); the loops of one Session share the watch on
-// a leader's node. For a single reading, Leader sets none.
+// that watch is set), or on the path itself while it does not exist. The
+// loops of one Session share these watches: loops that end leave at most
+// one behind, until it fires (a change of leader). For a single reading,
+// Leader sets none.
 //
 // Observe rides out trouble as Value.Watch does: it waits while the
 // connection is down, goes on with the next session if one is lost (yielding
@@ -222,7 +223,9 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
 		var (
 			last  Participant
 			pause time.Duration
+			head  *zkconn.Watch // the last read, stopped once done with
 		)
+		defer func() { head.Stop() }() // a panic in yield included
 		for ctx.Err() == nil {
 			h, err := e.q.sess.Current(ctx)
 			if err != nil {
@@ -231,10 +234,10 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
 				}
 				return
 			}
-			p, watch, head, err := e.q.watchHead(ctx, h)
+			var p Participant
+			p, head, err = e.q.watchHead(ctx, h)
 			switch {
 			case ctx.Err() != nil:
-				head.Stop() // read, and no longer wanted (nil on error)
 				return
 			case errors.Is(err, zkconn.ErrClosed):
 				yield(Participant{}, withPath(e.q.path, err))
@@ -255,11 +258,10 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
 			if p.Path != "" && (p.Path != last.Path || !bytes.Equal(p.Data, last.Data)) {
 				last = p
 				if !yield(p, nil) {
-					head.Stop()
 					return
 				}
 			}
-			_, err = h.Wait(ctx, watch)
+			_, err = h.Wait(ctx, head.C())
 			head.Stop() // fired, or no longer wanted
 			if errors.Is(err, zkconn.ErrClosed) && ctx.Err() == nil {
 				yield(Participant{}, withPath(e.q.path, err))
@@ -269,15 +271,14 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Participant, error] {
 	}
 }
 
-// watchHead returns the first node in q with a getData watch on it, which
-// fires when the node leaves or is written to: the channel of head, a Watch
-// the caller stops once done with it. With no node in q it returns no
-// participant (Path "") and no head, and a watch that fires when one
-// arrives: on the path's children, or on the path if it does not exist. If
-// one arrives between the listing and that watch, it lists again: the
-// watch set then stays until the children (or the path) next change, a
-// second watch for a while.
-func (q *queue) watchHead(ctx context.Context, h zkconn.Handle) (_ Participant, _ <-chan zk.Event, head *zkconn.Watch, _ error) {
+// watchHead returns the first node in q and head, a Watch that fires when
+// it changes: a getData Watch on that node, which fires when the node
+// leaves or is written to. With no node in q it returns no participant
+// (Path "") and head on the path's children, or, if the path does not
+// exist, on the path, which fires when one arrives. The caller stops head
+// once done with it (nil on error). If a node arrives between the listing
+// and that watch, it lists again.
+func (q *queue) watchHead(ctx context.Context, h zkconn.Handle) (_ Participant, head *zkconn.Watch, _ error) {
 	for {
 		var children []string
 		err := h.Do(ctx, func(c *zk.Conn) (err error) {
@@ -285,28 +286,28 @@ func (q *queue) watchHead(ctx context.Context, h zkconn.Handle) (_ Participant, 
 			return err
 		})
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return Participant{}, nil, nil, err
+			return Participant{}, nil, err
 		}
 		if len(children) > 0 {
 			p, w, err := describe(ctx, h, q.path, q.head(children), true)
 			if errors.Is(err, zk.ErrNoNode) {
 				continue // gone meanwhile: the next is first
 			}
-			return p, w.C(), w, err
+			return p, w, err
 		}
-		var (
-			there bool
-			watch <-chan zk.Event
-		)
-		err = h.Do(ctx, func(c *zk.Conn) (err error) {
-			children, _, watch, err = c.ChildrenW(q.path)
-			if errors.Is(err, zk.ErrNoNode) {
-				there, _, watch, err = c.ExistsW(q.path)
-			}
-			return err
-		})
-		if err != nil || !there && len(children) == 0 {
-			return Participant{}, watch, nil, err
+		children, _, w, err := h.ChildrenW(ctx, q.path)
+		switch {
+		case err == nil && len(children) == 0:
+			return Participant{}, w, nil
+		case err == nil:
+			w.Stop() // go-zookeeper keeps the watch until the children change
+			continue
+		case !errors.Is(err, zk.ErrNoNode):
+			return Participant{}, nil, err
+		}
+		there, w, err := h.CreatedW(ctx, q.path)
+		if err != nil || !there {
+			return Participant{}, w, err
 		}
 	}
 }

@@ -47,12 +47,21 @@ import (
 // which tells only its own caller. That watch stays stale until a
 // setWatches carries it.
 
-// A watchKey is one watch of go-zookeeper's table that setWatches carries
-// relative to a zxid: a data watch (set by a getData, or an exists that
-// found the node) or a child watch.
+// A watchKind is a kind of watch of go-zookeeper's table, in the order in
+// which setWatches lists them.
+type watchKind uint8
+
+const (
+	dataWatch  watchKind = iota // set by a getData, or an exists that found the node
+	existWatch                  // set by an exists that found no node
+	childWatch
+)
+
+// A watchKey is one watch of go-zookeeper's table. setWatches carries data
+// and child watches relative to a zxid, exists watches not.
 type watchKey struct {
-	path  string
-	child bool
+	path string
+	kind watchKind
 }
 
 // carried is what a wire knows of go-zookeeper's data and child watches.
@@ -132,19 +141,31 @@ func (w *wire) reset(keys []watchKey, n int32) {
 	}
 }
 
-// dataWatched reports whether go-zookeeper holds a data watch at path that
-// the server holds on the current connection, and returns that
-// connection: until its event, a read there, written on that connection,
-// sees every write after it through that watch, in order with the
-// connection's other events, as a watch set with the read would. A watch
-// carried from an earlier connection that no setWatches answered on this
-// one has set yet does not count: it would tell a write and a deletion
-// made in between as the deletion alone (review round 73).
-func (w *wire) dataWatched(path string) (int32, bool) {
+// share reports whether go-zookeeper holds watch k and the server holds it
+// on the current connection, and returns that connection: until its event,
+// a read there, written on that connection, sees every change after it
+// through that watch, in order with the connection's other events, as a
+// watch set with the read would. A data or child watch carried from an
+// earlier connection that no setWatches answered on this one has set yet
+// does not count: it would tell a write and a deletion made in between as
+// the deletion alone (review round 73). An exists watch counts only if a
+// request answered on the current connection that no node was there set
+// it (see existsWatches.absent); share then marks it plain, so that
+// setWatches carries it on until its event, as for the request that set it.
+func (w *wire) share(k watchKey) (int32, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n, ok := w.carried.on[watchKey{path: path}]
-	return n, ok && n == w.carried.cur
+	cur := w.carried.cur
+	if k.kind == existWatch {
+		x := w.exists[k.path]
+		if x == nil || x.absent != cur {
+			return 0, false
+		}
+		x.plain = true
+		return cur, true
+	}
+	n, ok := w.carried.on[k]
+	return n, ok && n == cur
 }
 
 // connection returns the current connection (tap.n): the one whose connect
@@ -158,17 +179,8 @@ func (w *wire) connection() int32 {
 // firedCarriedLocked records an event at path of type typ: go-zookeeper
 // forgets the watches it fires.
 func (w *wire) firedCarriedLocked(path string, typ zk.EventType) {
-	var keys []watchKey
-	switch typ {
-	case zk.EventNodeDataChanged:
-		keys = []watchKey{{path, false}}
-	case zk.EventNodeChildrenChanged:
-		keys = []watchKey{{path, true}}
-	case zk.EventNodeDeleted:
-		keys = []watchKey{{path, false}, {path, true}}
-	}
 	c := &w.carried
-	for _, k := range keys {
+	for _, k := range firedBy(path, typ) {
 		if n, ok := c.on[k]; ok {
 			delete(c.on, k)
 			if n != c.cur {
@@ -176,6 +188,24 @@ func (w *wire) firedCarriedLocked(path string, typ zk.EventType) {
 			}
 		}
 	}
+}
+
+// firedBy returns the watches at path that an event of type typ fires, as
+// go-zookeeper fires them: a creation fires exists watches, a write data
+// and exists watches, a change of children child watches, and a deletion,
+// or the end of the session (zk.EventNotWatching), all three.
+func firedBy(path string, typ zk.EventType) []watchKey {
+	switch typ {
+	case zk.EventNodeCreated:
+		return []watchKey{{path, existWatch}}
+	case zk.EventNodeDataChanged:
+		return []watchKey{{path, dataWatch}, {path, existWatch}}
+	case zk.EventNodeChildrenChanged:
+		return []watchKey{{path, childWatch}}
+	case zk.EventNodeDeleted, zk.EventNotWatching:
+		return []watchKey{{path, dataWatch}, {path, existWatch}, {path, childWatch}}
+	}
+	return nil
 }
 
 // watchKeyOf returns the watch a read request sets if it is answered
@@ -189,7 +219,11 @@ func watchKeyOf(op int32, body []byte) (watchKey, bool) {
 	if l < 0 || 4+l >= len(body) || body[4+l] == 0 {
 		return watchKey{}, false
 	}
-	return watchKey{path: string(body[4 : 4+l]), child: op == opGetChildren || op == opGetChildren2}, true
+	k := watchKey{path: string(body[4 : 4+l])}
+	if op == opGetChildren || op == opGetChildren2 {
+		k.kind = childWatch
+	}
+	return k, true
 }
 
 // setWatches returns setWatches frame b, written on connection n, as it is
@@ -203,7 +237,7 @@ func (w *wire) setWatches(b []byte, n int32) ([]byte, []watchKey) {
 		for i, start := range [3]int{20, ends[0], ends[1]} {
 			for off := start + 4; i != 1 && off < ends[i]; {
 				l := int(binary.BigEndian.Uint32(b[off:]))
-				keys = append(keys, watchKey{path: string(b[off+4 : off+4+l]), child: i == 2})
+				keys = append(keys, watchKey{path: string(b[off+4 : off+4+l]), kind: watchKind(i)})
 				off += 4 + l
 			}
 		}

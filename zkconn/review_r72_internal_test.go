@@ -24,7 +24,7 @@ func r72Table(t *testing.T, c *zk.Conn) map[watchKey]int {
 	out := map[watchKey]int{}
 	for w, n := range zktest.ClientWatchTable(t, c) {
 		if w.Kind != zktest.ExistWatch {
-			out[watchKey{w.Path, w.Kind == zktest.ChildWatch}] = n
+			out[watchKey{w.Path, watchKind(w.Kind)}] = n
 		}
 	}
 	return out
@@ -230,7 +230,7 @@ func TestReviewR72MirrorFuzz(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := range table {
-		if !k.child && !slices.Contains(sw[k.path], h.ID()) {
+		if k.kind == dataWatch && !slices.Contains(sw[k.path], h.ID()) {
 			t.Errorf("go-zookeeper holds %v; the server holds no watch of the session there", k)
 		}
 	}
@@ -265,7 +265,7 @@ func TestReviewR72MirrorFuzz(t *testing.T) {
 	t.Logf("%d reads, %d missed", len(reads), missed)
 	// Write every node watched: every watch must fire.
 	for k := range table {
-		if k.child {
+		if k.kind == childWatch {
 			other.Create(k.path+"/zz", nil, 0, zk.WorldACL(zk.PermAll))
 		} else {
 			other.Set(k.path, []byte("last"), -1)

@@ -66,7 +66,7 @@ func TestReviewR74SharedWatchFiredUnread(t *testing.T) {
 		g.cond.Wait() // woken by every byte the server sends
 	}
 	g.mu.Unlock()
-	if _, ok := h.gen.c.wire.dataWatched(node); !ok {
+	if _, ok := h.gen.c.wire.share(watchKey{path: node}); !ok {
 		t.Fatal("the watch is not live on the current connection: nothing to test")
 	}
 	res := goGetW(ctx, h, node)

@@ -119,9 +119,9 @@ func TestReviewR75MirrorSoak(t *testing.T) {
 		for cw := range table {
 			switch cw.Kind {
 			case zktest.DataWatch:
-				want[watchKey{cw.Path, false}] = true
+				want[watchKey{cw.Path, dataWatch}] = true
 			case zktest.ChildWatch:
-				want[watchKey{cw.Path, true}] = true
+				want[watchKey{cw.Path, childWatch}] = true
 			}
 		}
 		for k := range want {

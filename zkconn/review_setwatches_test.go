@@ -266,8 +266,8 @@ func TestReviewSetWatchesPartOnNextConnection(t *testing.T) {
 }
 
 // TestReviewSetWatchesNodeMadeWhileDown: W1, a plain exists
-// watch (election.go's Observe: watchHead's c.ExistsW on the election's
-// path, then h.Wait), waits for its path P to appear. The connection
+// watch (as Handle.CreatedW sets for election.go's Observe while the
+// election's path does not exist), waits for its path P to appear. The connection
 // drops; P is created meanwhile; on the new connection another exists
 // request at P (a second Observe of the same Session, whose ChildrenW saw
 // no path yet) goes out before go-zookeeper's setWatches, and is answered

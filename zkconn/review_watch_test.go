@@ -112,7 +112,7 @@ func TestReviewWatchStopWaitsForNotify(t *testing.T) {
 	// checked here (GetW's add runs before the request goes out).
 	added := make(chan struct{})
 	go func() {
-		w2 := h.gen.c.watches.add(p + "-other")
+		w2 := h.gen.c.watches.add(watchKey{path: p + "-other"})
 		w2.Stop()
 		close(added)
 	}()

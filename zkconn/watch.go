@@ -8,9 +8,12 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// A Watch is a getData watch on one node, set by Handle.GetW. It fires
-// once: when the node is written to or deleted, or when the connection
-// stops watching (the session ended: zk.EventNotWatching).
+// A Watch is a watch on one node: a getData watch set by Handle.GetW, a
+// getChildren watch set by Handle.ChildrenW, or an exists watch on a path
+// with no node set by Handle.CreatedW. It fires once: when the node is
+// deleted, written to (a getData watch) or made (an exists watch), or its
+// children change (a getChildren watch), or when the connection stops
+// watching (the session ended: zk.EventNotWatching).
 //
 // Its event goes to C, or, once Notify is called, to a function instead,
 // which runs on the goroutine that reads the session's events: a Watch
@@ -20,11 +23,11 @@ import (
 // can pass unseen; ZooKeeper sends a session's events in order, and a
 // Watch's event reaches C before any later event of the session reaches
 // go-zookeeper's watch channels. It may fire on the event of an earlier
-// watch the session set on the node: a write or a deletion all the same.
+// watch of its kind the session set on the node: a change all the same.
 type Watch struct {
-	set  *watchSet
-	path string
-	c    chan zk.Event // capacity 1: the event, until received
+	set *watchSet
+	key watchKey
+	c   chan zk.Event // capacity 1: the event, until received
 
 	mu     sync.Mutex
 	notify func(zk.Event)
@@ -88,55 +91,53 @@ func (w *Watch) fire(ev zk.Event) {
 	w.done = true
 }
 
-// A watchSet is the Watches of one *zk.Conn, by path.
+// A watchSet is the Watches of one *zk.Conn, by node and kind.
 type watchSet struct {
 	mu sync.Mutex
-	m  map[string][]*Watch
+	m  map[watchKey][]*Watch
 }
 
-func (s *watchSet) add(path string) *Watch {
-	w := &Watch{set: s, path: path, c: make(chan zk.Event, 1)}
+func (s *watchSet) add(k watchKey) *Watch {
+	w := &Watch{set: s, key: k, c: make(chan zk.Event, 1)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[string][]*Watch)
+		s.m = make(map[watchKey][]*Watch)
 	}
-	s.m[path] = append(s.m[path], w)
+	s.m[k] = append(s.m[k], w)
 	return w
 }
 
 func (s *watchSet) remove(w *Watch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ws := slices.DeleteFunc(s.m[w.path], func(x *Watch) bool { return x == w })
+	ws := slices.DeleteFunc(s.m[w.key], func(x *Watch) bool { return x == w })
 	if len(ws) == 0 {
-		delete(s.m, w.path)
+		delete(s.m, w.key)
 	} else {
-		s.m[w.path] = ws
+		s.m[w.key] = ws
 	}
 }
 
-// fire fires the Watches on ev's path if ev is one a getData watch gets.
-// It runs on go-zookeeper's goroutine, before go-zookeeper hands ev to its
-// own watch channels.
+// fire fires the Watches that ev fires (see firedBy). It runs on
+// go-zookeeper's goroutine, before go-zookeeper hands ev to its own watch
+// channels.
 func (s *watchSet) fire(ev zk.Event) {
-	switch ev.Type {
-	case zk.EventNodeDataChanged, zk.EventNodeDeleted, zk.EventNotWatching:
-	default:
-		return
-	}
+	var ws []*Watch
 	s.mu.Lock()
-	ws := s.m[ev.Path]
-	delete(s.m, ev.Path)
+	for _, k := range firedBy(ev.Path, ev.Type) {
+		ws = append(ws, s.m[k]...)
+		delete(s.m, k)
+	}
 	s.mu.Unlock()
 	for _, w := range ws {
 		w.fire(ev)
 	}
 }
 
-// GetW reads path's data and stat as Do does, setting a Watch on it. On
-// error it returns no Watch (a request still in flight may set a watch on
-// the server: its event then goes nowhere).
+// GetW reads path's data and stat as Do does, setting a Watch on it (a
+// getData watch). On error it returns no Watch (a request still in flight
+// may set a watch on the server: its event then goes nowhere).
 //
 // Watches at one path share a watch: while go-zookeeper holds one there,
 // whose event has not come, and the server holds it on the current
@@ -148,29 +149,103 @@ func (s *watchSet) fire(ev zk.Event) {
 // cleared before the Watches fire (Session.onEvent): a Watch either fires
 // on that event, or finds no watch held and sets one.
 func (h Handle) GetW(ctx context.Context, path string) ([]byte, *zk.Stat, *Watch, error) {
-	w := h.gen.c.watches.add(path)
 	var (
 		data []byte
 		st   *zk.Stat
 	)
-	wire := h.gen.c.wire
-	err := h.Do(ctx, func(c *zk.Conn) (err error) {
-		if n, ok := wire.dataWatched(path); ok {
-			// The connection the same when the reply came: the read
-			// went out on it. Else it may have gone out on a later
-			// one, which does not hold the watch yet: read again.
-			if data, st, err = c.Get(path); err != nil || wire.connection() == n {
-				return err
-			}
+	w, err := h.readW(ctx, watchKey{path: path}, func(c *zk.Conn, watch bool) (err error) {
+		if watch {
+			data, st, _, err = c.GetW(path)
+		} else {
+			data, st, err = c.Get(path)
 		}
-		data, st, _, err = c.GetW(path)
 		return err
 	})
 	if err != nil {
-		w.Stop()
 		return nil, nil, nil, err // the request may still be out: leave its results alone
 	}
 	return data, st, w, nil
+}
+
+// ChildrenW lists path's children as Do does, setting a Watch on them (a
+// getChildren watch), and returns the node's stat. On error it returns no
+// Watch. Watches on one node's children share a watch, as GetW's do: a
+// caller that stops waiting (a canceled acquisition, an Observe loop that
+// ends) leaves at most one behind at the node.
+func (h Handle) ChildrenW(ctx context.Context, path string) ([]string, *zk.Stat, *Watch, error) {
+	var (
+		children []string
+		st       *zk.Stat
+	)
+	w, err := h.readW(ctx, watchKey{path: path, kind: childWatch}, func(c *zk.Conn, watch bool) (err error) {
+		if watch {
+			children, st, _, err = c.ChildrenW(path)
+		} else {
+			children, st, err = c.Children(path)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, nil, err // as in GetW
+	}
+	return children, st, w, nil
+}
+
+// CreatedW reports whether a node is at path, as Do does. If there is
+// none, it returns a Watch that fires when one is made (an exists watch);
+// else no Watch. It reads without a watch first: an exists watch on a node
+// that is there is a getData watch, which go-zookeeper would keep until
+// the node is written to or deleted (one made between that read and the
+// next, which sets the watch, is all the same). Watches at one path share
+// the exists watch, as GetW's share a getData watch: callers that stop
+// waiting leave at most one behind, until the node is made. ZooKeeper sets
+// an exists watch again on a new connection without regard to what came
+// before it: a node made and deleted while the connection was down is
+// never told.
+func (h Handle) CreatedW(ctx context.Context, path string) (bool, *Watch, error) {
+	var there bool
+	w, err := h.readW(ctx, watchKey{path: path, kind: existWatch}, func(c *zk.Conn, watch bool) (err error) {
+		if there, _, err = c.Exists(path); err != nil || there || !watch {
+			return err
+		}
+		there, _, _, err = c.ExistsW(path)
+		return err
+	})
+	switch {
+	case err != nil:
+		return false, nil, err // as in GetW
+	case there:
+		w.Stop()
+		return true, nil, nil
+	}
+	return false, w, nil
+}
+
+// readW runs read through Do with a Watch of k added first, asking read to
+// set go-zookeeper's watch k (watch true) unless the server holds it on the
+// current connection: then a read without one, written on that connection,
+// sees every change after it through that watch, in order with the
+// connection's other events. If the connection is another when the reply
+// comes, the read may have gone out on a later one, which does not hold
+// the watch yet: read again, with it. On error it returns no Watch; the
+// request may still be out then, and read still running: the caller must
+// leave alone what read writes.
+func (h Handle) readW(ctx context.Context, k watchKey, read func(c *zk.Conn, watch bool) error) (*Watch, error) {
+	w := h.gen.c.watches.add(k)
+	wire := h.gen.c.wire
+	err := h.Do(ctx, func(c *zk.Conn) error {
+		if n, ok := wire.share(k); ok {
+			if err := read(c, false); err != nil || wire.connection() == n {
+				return err
+			}
+		}
+		return read(c, true)
+	})
+	if err != nil {
+		w.Stop()
+		return nil, err
+	}
+	return w, nil
 }
 
 // An ExistsWatch is the exists watch ExistsW set on Path, or tried to.

@@ -101,6 +101,10 @@ type existsWatches struct {
 	// that the node is not there: the server holds an exists watch for it
 	// there, which stands for any go-zookeeper sets again.
 	on int32
+	// absent is the connection on which go-zookeeper read the answer of
+	// the last such request, if no event at path has come since: it holds
+	// an exists watch that the server holds there (0 if none).
+	absent int32
 }
 
 // gone reports whether nothing is left to know of x.
@@ -228,7 +232,7 @@ func (w *wire) arm(ws watching, n int32) {
 	x.armed = true
 	x.plain = x.plain || ws.plain
 	if ws.noNode {
-		x.on = n
+		x.on, x.absent = n, n
 	}
 }
 
@@ -268,7 +272,7 @@ func (w *wire) fired(path string, typ zk.EventType) {
 		return
 	}
 	if x := w.exists[path]; x != nil {
-		if x.armed, x.plain = false, false; x.gone() {
+		if x.armed, x.plain, x.absent = false, false, 0; x.gone() {
 			delete(w.exists, path)
 		}
 	}
