@@ -29,8 +29,10 @@ type r70Conn struct {
 	cond   *sync.Cond
 	buf    []byte // not yet read
 	log    []byte // all the server sent
+	given  int    // of log, read
 	err    error
-	paused bool // Read waits: what the server sends stays in buf
+	paused bool // Read gives nothing past upTo: the rest stays in buf
+	upTo   int  // an offset in log
 }
 
 // What a hook does with a frame.
@@ -110,29 +112,48 @@ func (c *r70Conn) SetReadDeadline(time.Time) error { return nil }
 func (c *r70Conn) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.err == nil && (len(c.buf) == 0 || c.paused) {
+	avail := func() int {
+		if c.paused {
+			return max(0, min(len(c.buf), c.upTo-c.given))
+		}
+		return len(c.buf)
+	}
+	for c.err == nil && avail() == 0 {
 		c.cond.Wait()
 	}
-	if len(c.buf) == 0 {
+	if avail() == 0 {
 		return 0, c.err
 	}
-	n := copy(b, c.buf)
+	n := copy(b, c.buf[:avail()])
 	c.buf = c.buf[n:]
+	c.given += n
 	return n, nil
 }
 
-// pause makes Read wait (go-zookeeper reads nothing) if p, until it is
-// called again without.
+// pause makes Read wait (go-zookeeper reads nothing more) if p, until it
+// is called again without.
 func (c *r70Conn) pause(p bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.paused = p
+	c.paused, c.upTo = p, c.given
+	c.cond.Broadcast()
+}
+
+// passThrough waits for the server's reply to the request of xid, and
+// lets Read, paused, give everything up to its end.
+func (c *r70Conn) passThrough(t *testing.T, xid int32) {
+	t.Helper()
+	end := c.awaitReply(t, xid)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.upTo = end
 	c.cond.Broadcast()
 }
 
 // awaitReply returns once the server's reply to the request of xid has
-// come on c (go-zookeeper may not have read it).
-func (c *r70Conn) awaitReply(t *testing.T, xid int32) {
+// come on c (go-zookeeper may not have read it), with the offset in log of
+// its end.
+func (c *r70Conn) awaitReply(t *testing.T, xid int32) int {
 	t.Helper()
 	stop := time.AfterFunc(30*time.Second, func() {
 		c.mu.Lock()
@@ -144,15 +165,15 @@ func (c *r70Conn) awaitReply(t *testing.T, xid int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		for b := c.log; len(b) >= 8; {
-			end := 4 + int(binary.BigEndian.Uint32(b))
-			if len(b) < end {
+		for off := 0; off+8 <= len(c.log); {
+			end := off + 4 + int(binary.BigEndian.Uint32(c.log[off:]))
+			if end > len(c.log) {
 				break
 			}
-			if int32(binary.BigEndian.Uint32(b[4:8])) == xid {
-				return
+			if int32(binary.BigEndian.Uint32(c.log[off+4:])) == xid {
+				return end
 			}
-			b = b[end:]
+			off = end
 		}
 		if c.err != nil {
 			t.Fatalf("no reply to xid %d: %v", xid, c.err)

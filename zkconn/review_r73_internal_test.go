@@ -142,79 +142,163 @@ func TestReviewR73StaleSharedWatchOnLiveLink(t *testing.T) {
 // and deleted before that setWatches reaches the server, which then
 // reports the deletion alone. GetW must not return that read with a Watch
 // that tells nothing of the write: the reply came on another connection
-// than the one checked, so it reads again, with a watch of its own.
+// than the one checked, so it reads again, with a watch of its own. The
+// same for ChildrenW (a child made and deleted, then node) and CreatedW
+// (node made, then deleted: reading again, CreatedW sets a watch that
+// must tell the next creation) (review round 76).
 func TestReviewR73SharedReadSentOnNextConnection(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	d, h, other, root, node := r70Session(t)
-	_, _, w0, err := h.GetW(ctx, node) // held on connection 1
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w0.Stop()
+	for _, tc := range []struct {
+		name   string
+		op     int32 // of the read
+		fn     string
+		absent bool // node is deleted first
+		watch  func(ctx context.Context, h Handle, node string) (*Watch, error)
+		change func(c *zk.Conn, node string) error // before node's deletion
+		event  zk.EventType                        // the Watch tells change so
+	}{
+		{"GetW", opGetData, "Get", false,
+			func(ctx context.Context, h Handle, node string) (*Watch, error) {
+				_, _, w, err := h.GetW(ctx, node)
+				return w, err
+			},
+			func(c *zk.Conn, node string) error {
+				_, err := c.Set(node, []byte("written"), -1)
+				return err
+			},
+			zk.EventNodeDataChanged},
+		{"ChildrenW", opGetChildren2, "Children", false,
+			func(ctx context.Context, h Handle, node string) (*Watch, error) {
+				_, _, w, err := h.ChildrenW(ctx, node)
+				return w, err
+			},
+			func(c *zk.Conn, node string) error {
+				if _, err := c.Create(node+"/c", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+					return err
+				}
+				return c.Delete(node+"/c", -1)
+			},
+			zk.EventNodeChildrenChanged},
+		{"CreatedW", opExists, "Exists", true,
+			func(ctx context.Context, h Handle, node string) (*Watch, error) {
+				there, w, err := h.CreatedW(ctx, node)
+				if err == nil && there {
+					return nil, errors.New("node there")
+				}
+				return w, err
+			},
+			func(c *zk.Conn, node string) error {
+				_, err := c.Create(node, nil, 0, zk.WorldACL(zk.PermAll))
+				return err
+			},
+			zk.EventNodeCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			d, h, other, root, node := r70Session(t)
+			if tc.absent {
+				if err := other.Delete(node, -1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w0, err := tc.watch(ctx, h, node) // held on connection 1
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w0.Stop()
 
-	hPath := root + "/h"
-	heldH, releaseH := make(chan struct{}), make(chan struct{})
-	heldSW, releaseSW := make(chan struct{}), make(chan struct{})
-	openH, openSW := sync.OnceFunc(func() { close(releaseH) }), sync.OnceFunc(func() { close(releaseSW) })
-	t.Cleanup(func() { d.setHook(nil); openH(); openSW() })
-	var getXid atomic.Int32
-	var onceH, onceSW sync.Once
-	d.setHook(func(n int, b []byte) int {
-		switch {
-		case n == 1 && r70Names(b, opExists, hPath):
-			onceH.Do(func() { close(heldH) })
-			<-releaseH
-			return r70Fail // connection 1 drops with H
-		case n == 2 && r70Names(b, opGetData, node):
-			getXid.CompareAndSwap(0, int32(binary.BigEndian.Uint32(b[4:8])))
-		case n == 2 && r70Op(b) == opSetWatches:
-			onceSW.Do(func() { close(heldSW) })
-			<-releaseSW
-		}
-		return r70Pass
-	})
-	hDone := make(chan struct{})
-	go func() {
-		defer close(hDone)
-		h.Conn().Exists(hPath) // fails with connection 1
-	}()
-	<-heldH
-	res := goGetW(ctx, h, node)
-	awaitQueued(t, "Get") // the read without a watch, behind H
-	openH()
-	<-hDone
-	select {
-	case <-heldSW:
-	case <-ctx.Done():
-		t.Fatal("connection 2 never sent its setWatches")
-	}
-	if getXid.Load() == 0 {
-		t.Fatal("the read did not go out on connection 2 ahead of its setWatches")
-	}
-	d.conn(2).awaitReply(t, getXid.Load()) // the server read the node
-	st, err := other.Set(node, []byte("written"), -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Delete(node, -1); err != nil {
-		t.Fatal(err)
-	}
-	openSW()
-	r := <-res
-	if r.err != nil {
-		if !errors.Is(r.err, zk.ErrNoNode) {
-			t.Fatalf("GetW = %v; want a read, or ErrNoNode", r.err)
-		}
-		return // read again after the deletion
-	}
-	defer r.w.Stop()
-	select {
-	case ev := <-r.w.C():
-		if r.st.Version < st.Version && ev.Type != zk.EventNodeDataChanged {
-			t.Errorf("GetW read version %d; node written (version %d) then deleted; its Watch fired %v, nothing of the write", r.st.Version, st.Version, ev.Type)
-		}
-	case <-ctx.Done():
-		t.Fatal("the GetW's Watch never fired")
+			hPath := root + "/h"
+			heldH, releaseH := make(chan struct{}), make(chan struct{})
+			heldSW, releaseSW := make(chan struct{}), make(chan struct{})
+			openH, openSW := sync.OnceFunc(func() { close(releaseH) }), sync.OnceFunc(func() { close(releaseSW) })
+			t.Cleanup(func() { d.setHook(nil); openH(); openSW() })
+			var readXid atomic.Int32
+			var watched atomic.Bool // a read on connection 2 set a watch at node
+			var onceH, onceSW sync.Once
+			d.setHook(func(n int, b []byte) int {
+				switch {
+				case n == 1 && r70Names(b, opExists, hPath):
+					onceH.Do(func() { close(heldH) })
+					<-releaseH
+					return r70Fail // connection 1 drops with H
+				case n == 2 && r70Names(b, tc.op, node):
+					readXid.CompareAndSwap(0, int32(binary.BigEndian.Uint32(b[4:8])))
+					if k, ok := watchKeyOf(tc.op, b[12:]); ok && k.path == node {
+						watched.Store(true)
+					}
+				case n == 2 && r70Op(b) == opSetWatches:
+					onceSW.Do(func() { close(heldSW) })
+					<-releaseSW
+				}
+				return r70Pass
+			})
+			hDone := make(chan struct{})
+			go func() {
+				defer close(hDone)
+				h.Conn().Exists(hPath) // fails with connection 1
+			}()
+			<-heldH
+			type result struct {
+				w   *Watch
+				err error
+			}
+			res := make(chan result, 1)
+			go func() {
+				w, err := tc.watch(ctx, h, node)
+				res <- result{w, err}
+			}()
+			awaitQueued(t, tc.fn) // the read without a watch, behind H
+			openH()
+			<-hDone
+			select {
+			case <-heldSW:
+			case <-ctx.Done():
+				t.Fatal("connection 2 never sent its setWatches")
+			}
+			if readXid.Load() == 0 {
+				t.Fatal("the read did not go out on connection 2 ahead of its setWatches")
+			}
+			d.conn(2).awaitReply(t, readXid.Load()) // the server read the node
+			if err := tc.change(other, node); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Delete(node, -1); err != nil {
+				t.Fatal(err)
+			}
+			openSW()
+			r := <-res
+			if r.err != nil {
+				if !errors.Is(r.err, zk.ErrNoNode) {
+					t.Fatalf("%s = %v; want a read, or ErrNoNode", tc.name, r.err)
+				}
+				return // read again after the deletion
+			}
+			defer r.w.Stop()
+			settled(t, ctx, h, root) // any event for what came before is in
+			select {
+			case ev := <-r.w.C():
+				if ev.Type != tc.event {
+					t.Errorf("%s read before the change, then node deleted; its Watch fired %v, nothing of the change", tc.name, ev.Type)
+				}
+				return
+			default:
+			}
+			if !tc.absent || !watched.Load() {
+				t.Fatalf("%s's Watch never fired, although node changed after its read", tc.name)
+			}
+			// Read again, with a watch, after the deletion: its Watch
+			// must tell the next creation.
+			if err := tc.change(other, node); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case ev := <-r.w.C():
+				if ev.Type != tc.event {
+					t.Errorf("%s read again; its Watch fired %v at the next creation", tc.name, ev.Type)
+				}
+			case <-ctx.Done():
+				t.Fatalf("%s read again; its Watch missed the next creation", tc.name)
+			}
+		})
 	}
 }

@@ -204,10 +204,13 @@ func (h Handle) ChildrenW(ctx context.Context, path string) ([]string, *zk.Stat,
 // never told.
 func (h Handle) CreatedW(ctx context.Context, path string) (bool, *Watch, error) {
 	var there bool
+	wire := h.gen.c.wire
 	w, err := h.readW(ctx, watchKey{path: path, kind: existWatch}, func(c *zk.Conn, watch bool) (err error) {
 		if there, _, err = c.Exists(path); err != nil || there || !watch {
 			return err
 		}
+		wire.sending(path, true) // wanted until it fires (see wire.watching)
+		defer wire.sent(path, true)
 		there, _, _, err = c.ExistsW(path)
 		return err
 	})
@@ -298,10 +301,10 @@ func (h Handle) ExistsW(ctx context.Context, path string) (bool, *ExistsWatch, e
 			x.counted = true
 			x.w.join(path)
 		}
-		x.w.sending(path)
+		x.w.sending(path, false)
 		mu.Unlock()
 		defer done() // written, or never to be
-		defer x.w.sent(path)
+		defer x.w.sent(path, false)
 		t, _, watch, err := c.ExistsW(path) // the tap arms the record
 		mu.Lock()
 		defer mu.Unlock()

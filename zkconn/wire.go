@@ -93,9 +93,11 @@ type wire struct {
 type existsWatches struct {
 	callers int  // callers of ExistsW that have not called Unwatch
 	out     int  // their requests that may still be written or answered
+	wanted  int  // likewise, the requests of CreatedW that set a watch
 	armed   bool // go-zookeeper holds a watch: answered since the last event
 	// plain: a request not of ExistsW set the watch go-zookeeper holds, for
-	// a caller that cannot say it no longer wants it.
+	// a caller that cannot say it no longer wants it (CreatedW's Watches,
+	// which want it until it fires).
 	plain bool
 	// on is the connection (tap.n) on which a request was last answered
 	// that the node is not there: the server holds an exists watch for it
@@ -108,7 +110,9 @@ type existsWatches struct {
 }
 
 // gone reports whether nothing is left to know of x.
-func (x *existsWatches) gone() bool { return x.callers == 0 && x.out == 0 && !x.armed }
+func (x *existsWatches) gone() bool {
+	return x.callers == 0 && x.out == 0 && x.wanted == 0 && !x.armed
+}
 
 func newWire(dial zk.Dialer) *wire { return &wire{dial: dial, base: time.Now()} }
 
@@ -167,22 +171,32 @@ func (w *wire) join(path string) {
 	w.existsLocked(path).callers++
 }
 
-// sending counts a request of ExistsW at path, about to be sent, until
-// sent says it has returned: until then the record stays, so that the tap
-// follows the request.
-func (w *wire) sending(path string) {
+// sending counts a request at path that sets an exists watch, of ExistsW
+// or (created set) of CreatedW, about to be sent, until sent says it has
+// returned: until then the record stays, so that the tap follows the
+// request.
+func (w *wire) sending(path string, created bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.existsLocked(path).out++
+	if x := w.existsLocked(path); created {
+		x.wanted++
+	} else {
+		x.out++
+	}
 }
 
 // sent is the end of a sending: the request was answered (and armed the
 // record if it set a watch), or failed, or was never written.
-func (w *wire) sent(path string) {
+func (w *wire) sent(path string, created bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if x := w.exists[path]; x != nil {
-		if x.out--; x.gone() {
+		if created {
+			x.wanted--
+		} else {
+			x.out--
+		}
+		if x.gone() {
 			delete(w.exists, path)
 		}
 	}
@@ -190,13 +204,16 @@ func (w *wire) sent(path string) {
 
 // watching records an exists request at path that sets a watch, about to
 // be written, and returns that watch. It is taken for ExistsW's if one of
-// ExistsW's is out there (a plain one written then is taken for ExistsW's
-// too).
+// ExistsW's is out there and none of CreatedW's: a request written while
+// both are is taken for CreatedW's, whose Watch wants it until it fires,
+// and a watch is carried on for it then (review round 76). One of
+// go-zookeeper's own, not of either, written while one of ExistsW's is out
+// is taken for ExistsW's.
 func (w *wire) watching(path string) watching {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ws := watching{path: path, plain: true}
-	if x := w.exists[path]; x != nil && x.out > 0 {
+	if x := w.exists[path]; x != nil && x.out > 0 && x.wanted == 0 {
 		ws.plain = false
 	}
 	return ws

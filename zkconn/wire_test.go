@@ -372,7 +372,7 @@ func TestKeepWanted(t *testing.T) {
 	// no node is there: /c.s again (ExistsW: counted first), /p again
 	// (plain); the server holds their exists watches. And /b.s, answered
 	// that a node is there: a data watch, which is no exists watch.
-	w.sending("/c.s")
+	w.sending("/c.s", false)
 	for _, p := range []string{"/c.s", "/p", "/b.s"} {
 		k, ok := watchKeyOf(opExists, append(juteString(p), 1))
 		ws := w.watching(k.path)
