@@ -84,6 +84,14 @@ func (d *r70Dialer) conn(n int) *r70Conn {
 	return d.conns[n-1]
 }
 
+// dropLast closes the connection dialed last.
+func (d *r70Dialer) dropLast() {
+	d.mu.Lock()
+	last := d.conns[len(d.conns)-1]
+	d.mu.Unlock()
+	last.Conn.Close()
+}
+
 func (d *r70Dialer) setHook(f func(n int, b []byte) int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -30,6 +30,38 @@ func r72Table(t *testing.T, c *zk.Conn) map[watchKey]int {
 	return out
 }
 
+// checkCarried fails the test unless the wire's record of carried
+// watches holds exactly go-zookeeper's data and child watches on h's
+// connection, and its stale count is the number of them recorded on
+// another connection than the current one. Call it once h is quiet.
+func checkCarried(t *testing.T, h Handle, when string) {
+	t.Helper()
+	table := r72Table(t, h.Conn())
+	w := h.gen.c.wire
+	w.mu.Lock()
+	c := w.carried
+	on := maps.Clone(c.on)
+	w.mu.Unlock()
+	stale := 0
+	for k, n := range on {
+		if _, ok := table[k]; !ok {
+			t.Errorf("%s: the wire records %+v (on %d); go-zookeeper holds none", when, k, n)
+		}
+		if n != c.cur {
+			stale++
+		}
+	}
+	for k := range table {
+		if _, ok := on[k]; !ok {
+			t.Errorf("%s: go-zookeeper holds %+v; the wire has no record of it", when, k)
+		}
+	}
+	if stale != c.stale {
+		t.Errorf("%s: stale = %d; %d of %d recorded are not on connection %d", when, c.stale, stale, len(on), c.cur)
+	}
+	t.Logf("%s: %d recorded, %d stale, cur %d, floor %d", when, len(on), c.stale, c.cur, c.floor)
+}
+
 // TestReviewR72MirrorFuzz: random watched reads, writes by another session,
 // connection drops and lost setWatches parts (go-zookeeper's part limit is
 // lowered to 150 bytes, so a reconnect sends many). At every setWatches
@@ -170,10 +202,7 @@ func TestReviewR72MirrorFuzz(t *testing.T) {
 	for i := 0; i < iters; i++ {
 		switch rng.Intn(10) {
 		case 0:
-			d.mu.Lock()
-			last := d.conns[len(d.conns)-1]
-			d.mu.Unlock()
-			last.Conn.Close()
+			d.dropLast()
 		case 1:
 			mu.Lock()
 			swallow = 1 + rng.Intn(2)
@@ -194,37 +223,10 @@ func TestReviewR72MirrorFuzz(t *testing.T) {
 	}
 	mu.Unlock()
 	// A clean reconnect: every watch carried again.
-	d.mu.Lock()
-	last := d.conns[len(d.conns)-1]
-	d.mu.Unlock()
-	last.Conn.Close()
+	d.dropLast()
 	settled(t, ctx, h, root)
-	w := h.gen.c.wire
+	checkCarried(t, h, fmt.Sprintf("%d connections", len(d.conns)))
 	table := r72Table(t, h.Conn())
-	w.mu.Lock()
-	c := w.carried
-	on := maps.Clone(c.on)
-	w.mu.Unlock()
-	stale := 0
-	for _, n := range on {
-		if n != c.cur {
-			stale++
-		}
-	}
-	t.Logf("%d connections; table %d keys; mirror %d keys, %d stale (counter %d), floor %d", len(d.conns), len(table), len(on), stale, c.stale, c.floor)
-	for k := range table {
-		if _, ok := on[k]; !ok {
-			t.Errorf("go-zookeeper holds %v; the mirror does not", k)
-		}
-	}
-	for k := range on {
-		if _, ok := table[k]; !ok {
-			t.Errorf("the mirror holds %v; go-zookeeper does not", k)
-		}
-	}
-	if stale != c.stale {
-		t.Errorf("stale counter %d; %d stale", c.stale, stale)
-	}
 	sw, err := shared.Watches(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -95,55 +94,13 @@ func TestReviewR75MirrorSoak(t *testing.T) {
 			for range 5 + r.Intn(20) {
 				_ = h.Do(ctx, func(c *zk.Conn) error { _, _, err := c.Exists(root); return err })
 			}
-			d.mu.Lock()
-			c := d.conns[len(d.conns)-1]
-			d.mu.Unlock()
-			c.Conn.Close()
+			d.dropLast()
 		}
 	})
 	wg.Wait()
 	settled(t, ctx, h, root)
 
-	check := func(when string) {
-		t.Helper()
-		table := zktest.ClientWatchTable(t, h.Conn())
-		w := h.gen.c.wire
-		w.mu.Lock()
-		on := make(map[watchKey]int32, len(w.carried.on))
-		for k, n := range w.carried.on {
-			on[k] = n
-		}
-		cur, stale, floor := w.carried.cur, w.carried.stale, w.carried.floor
-		w.mu.Unlock()
-		want := map[watchKey]bool{}
-		for cw := range table {
-			switch cw.Kind {
-			case zktest.DataWatch:
-				want[watchKey{cw.Path, dataWatch}] = true
-			case zktest.ChildWatch:
-				want[watchKey{cw.Path, childWatch}] = true
-			}
-		}
-		for k := range want {
-			if _, ok := on[k]; !ok {
-				t.Errorf("%s: go-zookeeper holds %+v; the wire has no record of it", when, k)
-			}
-		}
-		s := 0
-		for k, n := range on {
-			if !want[k] {
-				t.Errorf("%s: the wire records %+v (on %d); go-zookeeper holds none", when, k, n)
-			}
-			if n != cur {
-				s++
-			}
-		}
-		if s != stale {
-			t.Errorf("%s: stale = %d; %d of %d recorded are not on connection %d (floor %d)", when, stale, s, len(on), cur, floor)
-		}
-		t.Logf("%s: %d recorded, %d stale, cur %d, %d connections", when, len(on), stale, cur, len(d.conns))
-	}
-	check("after the soak")
+	checkCarried(t, h, fmt.Sprintf("after the soak, %d connections", len(d.conns)))
 
 	// Every node: a GetW, then a write; the write's event must come
 	// before the reply to a later request on the connection.
@@ -174,5 +131,5 @@ func TestReviewR75MirrorSoak(t *testing.T) {
 		}
 		w.Stop()
 	}
-	check("at the end")
+	checkCarried(t, h, "at the end")
 }

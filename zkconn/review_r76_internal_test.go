@@ -46,13 +46,7 @@ func r76FiresAtCreation(t *testing.T, ctx context.Context, d *r70Dialer, h Handl
 	t.Helper()
 	d.conn(1).Conn.Close()
 	settled(t, ctx, h, p) // go-zookeeper has sent its watches again
-	if _, err := other.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	var there bool
-	if err := h.Do(ctx, func(c *zk.Conn) (err error) { there, _, err = c.Exists(p); return err }); err != nil || !there {
-		t.Fatalf("Exists = %v, %v", there, err)
-	}
+	r77CreateAndFlush(t, ctx, h, other, p)
 	select {
 	case <-w.C():
 	default:

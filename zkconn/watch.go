@@ -209,10 +209,12 @@ func (h Handle) CreatedW(ctx context.Context, path string) (bool, *Watch, error)
 		if there, _, err = c.Exists(path); err != nil || there || !watch {
 			return err
 		}
-		wire.sending(path, true) // wanted until it fires (see wire.watching)
-		defer wire.sent(path, true)
-		there, _, _, err = c.ExistsW(path)
-		return err
+		for {
+			// The watch is wanted until it fires (see wire.keep).
+			if there, _, _, err = c.ExistsW(path); err != nil || there || wire.keep(path) {
+				return err
+			}
+		}
 	})
 	switch {
 	case err != nil:
@@ -301,10 +303,10 @@ func (h Handle) ExistsW(ctx context.Context, path string) (bool, *ExistsWatch, e
 			x.counted = true
 			x.w.join(path)
 		}
-		x.w.sending(path, false)
+		x.w.sending(path)
 		mu.Unlock()
 		defer done() // written, or never to be
-		defer x.w.sent(path, false)
+		defer x.w.sent(path)
 		t, _, watch, err := c.ExistsW(path) // the tap arms the record
 		mu.Lock()
 		defer mu.Unlock()

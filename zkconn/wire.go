@@ -93,7 +93,6 @@ type wire struct {
 type existsWatches struct {
 	callers int  // callers of ExistsW that have not called Unwatch
 	out     int  // their requests that may still be written or answered
-	wanted  int  // likewise, the requests of CreatedW that set a watch
 	armed   bool // go-zookeeper holds a watch: answered since the last event
 	// plain: a request not of ExistsW set the watch go-zookeeper holds, for
 	// a caller that cannot say it no longer wants it (CreatedW's Watches,
@@ -110,9 +109,7 @@ type existsWatches struct {
 }
 
 // gone reports whether nothing is left to know of x.
-func (x *existsWatches) gone() bool {
-	return x.callers == 0 && x.out == 0 && x.wanted == 0 && !x.armed
-}
+func (x *existsWatches) gone() bool { return x.callers == 0 && x.out == 0 && !x.armed }
 
 func newWire(dial zk.Dialer) *wire { return &wire{dial: dial, base: time.Now()} }
 
@@ -171,32 +168,22 @@ func (w *wire) join(path string) {
 	w.existsLocked(path).callers++
 }
 
-// sending counts a request at path that sets an exists watch, of ExistsW
-// or (created set) of CreatedW, about to be sent, until sent says it has
-// returned: until then the record stays, so that the tap follows the
-// request.
-func (w *wire) sending(path string, created bool) {
+// sending counts a request of ExistsW at path, about to be sent, until
+// sent says it has returned: until then the record stays, so that the tap
+// follows the request.
+func (w *wire) sending(path string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if x := w.existsLocked(path); created {
-		x.wanted++
-	} else {
-		x.out++
-	}
+	w.existsLocked(path).out++
 }
 
 // sent is the end of a sending: the request was answered (and armed the
 // record if it set a watch), or failed, or was never written.
-func (w *wire) sent(path string, created bool) {
+func (w *wire) sent(path string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if x := w.exists[path]; x != nil {
-		if created {
-			x.wanted--
-		} else {
-			x.out--
-		}
-		if x.gone() {
+		if x.out--; x.gone() {
 			delete(w.exists, path)
 		}
 	}
@@ -204,19 +191,39 @@ func (w *wire) sent(path string, created bool) {
 
 // watching records an exists request at path that sets a watch, about to
 // be written, and returns that watch. It is taken for ExistsW's if one of
-// ExistsW's is out there and none of CreatedW's: a request written while
-// both are is taken for CreatedW's, whose Watch wants it until it fires,
-// and a watch is carried on for it then (review round 76). One of
-// go-zookeeper's own, not of either, written while one of ExistsW's is out
-// is taken for ExistsW's.
+// ExistsW's is out there (a plain one written then is taken for ExistsW's
+// too, and CreatedW's then made plain by keep).
 func (w *wire) watching(path string) watching {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ws := watching{path: path, plain: true}
-	if x := w.exists[path]; x != nil && x.out > 0 && x.wanted == 0 {
+	if x := w.exists[path]; x != nil && x.out > 0 {
 		ws.plain = false
 	}
 	return ws
+}
+
+// keep marks the exists watch at path plain, for a Watch of CreatedW whose
+// request, answered that no node was there, set it (go-zookeeper read the
+// answer, arming the record, before the request returned), and reports
+// whether the watch is sure to be carried on until it fires. It is not if
+// a connection was made since that answer: its setWatches may have left
+// the watch out (keepWanted: a request written while one of ExistsW's was
+// out is taken for ExistsW's, and that caller may have called Unwatch since,
+// review round 76), and the caller must set it again. A watch that has
+// fired since (absent cleared) fired the Watch too.
+func (w *wire) keep(path string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	x := w.exists[path]
+	switch {
+	case x == nil || x.absent == 0:
+		return true
+	case x.absent != w.carried.cur:
+		return false
+	}
+	x.plain = true
+	return true
 }
 
 // A watching is an exists request that sets a watch.

@@ -372,7 +372,7 @@ func TestKeepWanted(t *testing.T) {
 	// no node is there: /c.s again (ExistsW: counted first), /p again
 	// (plain); the server holds their exists watches. And /b.s, answered
 	// that a node is there: a data watch, which is no exists watch.
-	w.sending("/c.s", false)
+	w.sending("/c.s")
 	for _, p := range []string{"/c.s", "/p", "/b.s"} {
 		k, ok := watchKeyOf(opExists, append(juteString(p), 1))
 		ws := w.watching(k.path)
@@ -399,5 +399,52 @@ func TestKeepWanted(t *testing.T) {
 	want = setWatchesFrame([]string{"/a.s"}, []string{"/c.s"}, []string{"/a.s"})
 	if got := w.keepWanted(in, next+1); !bytes.Equal(got, want) {
 		t.Errorf("watches whose event came are carried:\n%x\nwant\n%x", got, want)
+	}
+}
+
+// TestKeep: CreatedW's exists request, answered on connection 1 that no
+// node was there, was taken for an ExistsW caller's (not plain). Marked
+// plain on the connection it was answered on, it is carried on after that
+// caller's Unwatch; a connection made since the answer may have sent its
+// watches without it, and keep says to set it again; a watch fired since
+// needs nothing.
+func TestKeep(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cur   int32 // the connection when keep is called
+		fired bool  // an event at the path since the answer
+		want  bool
+		plain bool // carried by the next connection's setWatches
+	}{
+		{"same connection", 1, false, true, true},
+		{"connection since", 2, false, false, false},
+		{"fired since", 1, true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWire(nil)
+			w.connected(1, 0)
+			w.join("/p") // an ExistsW caller
+			w.sending("/p")
+			ws := w.watching("/p") // CreatedW's, written while ExistsW's is out
+			ws.noNode = true
+			w.answered(ws, 1)
+			w.arm(ws, 1)
+			w.sent("/p")
+			w.leave("/p") // Unwatch
+			if tc.fired {
+				w.fired("/p", zk.EventNodeCreated)
+			}
+			if tc.cur != 1 {
+				w.connected(tc.cur, 0)
+			}
+			if got := w.keep("/p"); got != tc.want {
+				t.Errorf("keep = %v; want %v", got, tc.want)
+			}
+			in := setWatchesFrame(nil, []string{"/p"}, nil)
+			carried := !bytes.Equal(w.keepWanted(in, 3), setWatchesFrame(nil, nil, nil))
+			if carried != tc.plain {
+				t.Errorf("the next connection's setWatches carries /p: %v; want %v", carried, tc.plain)
+			}
+		})
 	}
 }
