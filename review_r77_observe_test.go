@@ -31,31 +31,9 @@ func TestReviewR77ObserveMissingPathFault(t *testing.T) {
 			p := zktest.NewProxy(t, shared.Addr())
 			sess := dial(t, []string{p.Addr()})
 			e := dsync.NewElection(sess, path)
-			reads := []zktest.Match{{Op: zktest.OpGetChildren2, Path: path}, {Op: zktest.OpGetChildren2, Path: path}, {Op: zktest.OpExists, Path: path}}
-			faults := make([]*zktest.Fault, len(reads))
-			for i, m := range reads {
-				faults[i] = p.Strike(m, zktest.Pass)
-			}
-			// the exists with a watch: armed once the plain one struck
 			octx, ocancel := context.WithCancel(ctx)
 			defer ocancel()
-			got := make(chan dsync.Participant, 16)
-			go func() {
-				defer close(got)
-				for pt, err := range e.Observe(octx) {
-					if err != nil {
-						t.Logf("Observe yielded %v", err)
-						continue
-					}
-					got <- pt
-				}
-			}()
-			for _, f := range faults[:2] {
-				<-f.Struck()
-			}
-			wf := p.Strike(zktest.Match{Op: zktest.OpExists, Path: path}, tc.action)
-			<-faults[2].Struck()
-			<-wf.Struck()
+			got := r77ObserveMissing(t, octx, p, e, path, tc.action)
 			if tc.cut {
 				r66Flush(t, ctx, sess, "/")
 				p.Cut()
@@ -65,22 +43,66 @@ func TestReviewR77ObserveMissingPathFault(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer leader.Resign(context.Background())
-			select {
-			case pt := <-got:
-				if string(pt.Data) != "leader" {
-					t.Errorf("Observe yielded %+v; want the leader", pt)
-				}
-			case <-ctx.Done():
-				t.Fatal("Observe never reported the leader")
-			}
+			r77Reported(t, ctx, got, "leader")
 			ocancel()
 			for range got {
 			}
 			r66Flush(t, ctx, sess, "/")
-			tab := zktest.ClientWatchTable(t, connOf(t, sess))
-			for k, n := range tab {
-				t.Logf("go-zookeeper holds %d %v", n, k)
+			if n := zktest.ClientWatchTable(t, connOf(t, sess))[zktest.ClientWatch{Path: path, Kind: zktest.ExistWatch}]; n > 1 {
+				t.Errorf("go-zookeeper holds %d exists watches at %s once the loop ended; want at most 1", n, path)
 			}
 		})
+	}
+}
+
+// r77Observe runs e.Observe(ctx) on a goroutine of its own, sending each
+// participant it yields on the returned channel (errors are logged), which
+// it closes when the loop ends.
+func r77Observe(t *testing.T, ctx context.Context, e *dsync.Election) <-chan dsync.Participant {
+	got := make(chan dsync.Participant, 64)
+	go func() {
+		defer close(got)
+		for pt, err := range e.Observe(ctx) {
+			if err != nil {
+				t.Logf("Observe yielded %v", err)
+				continue
+			}
+			got <- pt
+		}
+	}()
+	return got
+}
+
+// r77ObserveMissing starts r77Observe(t, ctx, e), e's path (path) having
+// no node, and strikes the loop's exists that sets a watch with action (the
+// listing, the listing with a watch and the exists without one pass); it
+// returns once that has struck.
+func r77ObserveMissing(t *testing.T, ctx context.Context, p *zktest.Proxy, e *dsync.Election, path string, action zktest.Action) <-chan dsync.Participant {
+	t.Helper()
+	var faults []*zktest.Fault
+	for _, op := range []zktest.Op{zktest.OpGetChildren2, zktest.OpGetChildren2, zktest.OpExists} {
+		faults = append(faults, p.Strike(zktest.Match{Op: op, Path: path}, zktest.Pass))
+	}
+	got := r77Observe(t, ctx, e)
+	for _, f := range faults[:2] {
+		<-f.Struck()
+	}
+	watched := p.Strike(zktest.Match{Op: zktest.OpExists, Path: path}, action) // armed once the plain one is
+	<-faults[2].Struck()
+	<-watched.Struck()
+	return got
+}
+
+// r77Reported fails the test unless the next participant on got, from
+// r77Observe, has data want.
+func r77Reported(t *testing.T, ctx context.Context, got <-chan dsync.Participant, want string) {
+	t.Helper()
+	select {
+	case pt := <-got:
+		if string(pt.Data) != want {
+			t.Errorf("Observe yielded %+v; want %s", pt, want)
+		}
+	case <-ctx.Done():
+		t.Fatalf("Observe never reported %s", want)
 	}
 }

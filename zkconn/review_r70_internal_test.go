@@ -135,6 +135,7 @@ func (c *r70Conn) Read(b []byte) (int, error) {
 	n := copy(b, c.buf[:avail()])
 	c.buf = c.buf[n:]
 	c.given += n
+	c.cond.Broadcast() // see giveUpTo
 	return n, nil
 }
 
@@ -151,17 +152,41 @@ func (c *r70Conn) pause(p bool) {
 // lets Read, paused, give everything up to its end.
 func (c *r70Conn) passThrough(t *testing.T, xid int32) {
 	t.Helper()
-	end := c.awaitReply(t, xid)
+	_, end := c.awaitReply(t, xid)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.upTo = end
 	c.cond.Broadcast()
 }
 
+// giveUpTo lets Read, paused, give everything up to offset off of log, and
+// returns once it has (the tap has it; go-zookeeper may not have read it).
+func (c *r70Conn) giveUpTo(t *testing.T, off int) {
+	t.Helper()
+	late := false
+	stop := time.AfterFunc(30*time.Second, func() {
+		c.mu.Lock()
+		late = true
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.upTo = off
+	c.cond.Broadcast()
+	for c.given < off && c.err == nil && !late {
+		c.cond.Wait()
+	}
+	if c.given < off {
+		t.Fatalf("Read gave %d bytes of %d: %v", c.given, off, c.err)
+	}
+}
+
 // awaitReply returns once the server's reply to the request of xid has
-// come on c (go-zookeeper may not have read it), with the offset in log of
-// its end.
-func (c *r70Conn) awaitReply(t *testing.T, xid int32) int {
+// come on c (go-zookeeper may not have read it), with the offsets in log
+// of its start and end.
+func (c *r70Conn) awaitReply(t *testing.T, xid int32) (start, end int) {
 	t.Helper()
 	stop := time.AfterFunc(30*time.Second, func() {
 		c.mu.Lock()
@@ -179,7 +204,7 @@ func (c *r70Conn) awaitReply(t *testing.T, xid int32) int {
 				break
 			}
 			if int32(binary.BigEndian.Uint32(c.log[off+4:])) == xid {
-				return end
+				return off, end
 			}
 			off = end
 		}

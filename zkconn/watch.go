@@ -211,7 +211,8 @@ func (h Handle) CreatedW(ctx context.Context, path string) (bool, *Watch, error)
 		}
 		for {
 			// The watch is wanted until it fires (see wire.keep).
-			if there, _, _, err = c.ExistsW(path); err != nil || there || wire.keep(path) {
+			n := wire.connection()
+			if there, _, _, err = c.ExistsW(path); err != nil || there || wire.keep(path, n) {
 				return err
 			}
 		}

@@ -204,22 +204,25 @@ func (w *wire) watching(path string) watching {
 }
 
 // keep marks the exists watch at path plain, for a Watch of CreatedW whose
-// request, answered that no node was there, set it (go-zookeeper read the
-// answer, arming the record, before the request returned), and reports
-// whether the watch is sure to be carried on until it fires. It is not if
-// a connection was made since that answer: its setWatches may have left
-// the watch out (keepWanted: a request written while one of ExistsW's was
-// out is taken for ExistsW's, and that caller may have called Unwatch since,
-// review round 76), and the caller must set it again. A watch that has
-// fired since (absent cleared) fired the Watch too.
-func (w *wire) keep(path string) bool {
+// request, sent while connection n was current and answered that no node
+// was there, set it (go-zookeeper read the answer, arming the record,
+// before the request returned), and reports whether the watch is sure to
+// be carried on until it fires. It is not if a connection was made since
+// n: its setWatches may have left the watch out (keepWanted: a request
+// written while one of ExistsW's was out is taken for ExistsW's, and that
+// caller may have called Unwatch since, review round 76), and the caller
+// must set it again. (absent alone does not tell: another request may
+// have set it on the connection since, after the node was made and
+// deleted, round 78.) A watch that has fired since (absent cleared) fired
+// the Watch too.
+func (w *wire) keep(path string, n int32) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	x := w.exists[path]
 	switch {
 	case x == nil || x.absent == 0:
 		return true
-	case x.absent != w.carried.cur:
+	case n != w.carried.cur || x.absent != n:
 		return false
 	}
 	x.plain = true

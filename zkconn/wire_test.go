@@ -402,23 +402,27 @@ func TestKeepWanted(t *testing.T) {
 	}
 }
 
-// TestKeep: CreatedW's exists request, answered on connection 1 that no
-// node was there, was taken for an ExistsW caller's (not plain). Marked
-// plain on the connection it was answered on, it is carried on after that
-// caller's Unwatch; a connection made since the answer may have sent its
-// watches without it, and keep says to set it again; a watch fired since
-// needs nothing.
+// TestKeep: CreatedW's exists request, sent while connection 1 was
+// current and answered there that no node was there, was taken for an
+// ExistsW caller's (not plain). Marked plain while connection 1 is still
+// current, it is carried on after that caller's Unwatch. A connection made
+// since may have sent its watches without it, and keep says to set it
+// again, even once another request has set an exists watch there on that
+// connection (a node made and deleted before it went unseen, round 78). A
+// watch fired since needs nothing.
 func TestKeep(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		cur   int32 // the connection when keep is called
+		again bool  // another request answered no node on cur
 		fired bool  // an event at the path since the answer
 		want  bool
 		plain bool // carried by the next connection's setWatches
 	}{
-		{"same connection", 1, false, true, true},
-		{"connection since", 2, false, false, false},
-		{"fired since", 1, true, true, false},
+		{"same connection", 1, false, false, true, true},
+		{"connection since", 2, false, false, false, false},
+		{"set again since", 2, true, false, false, false},
+		{"fired since", 1, false, true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWire(nil)
@@ -437,7 +441,15 @@ func TestKeep(t *testing.T) {
 			if tc.cur != 1 {
 				w.connected(tc.cur, 0)
 			}
-			if got := w.keep("/p"); got != tc.want {
+			if tc.again {
+				w.sending("/p") // another ExistsW's, then Unwatch
+				again := w.watching("/p")
+				again.noNode = true
+				w.answered(again, tc.cur)
+				w.arm(again, tc.cur)
+				w.sent("/p")
+			}
+			if got := w.keep("/p", 1); got != tc.want {
 				t.Errorf("keep = %v; want %v", got, tc.want)
 			}
 			in := setWatchesFrame(nil, []string{"/p"}, nil)
