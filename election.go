@@ -295,16 +295,19 @@ func (q *queue) watchHead(ctx context.Context, h zkconn.Handle) (_ Participant, 
 			}
 			return p, w, err
 		}
-		children, _, w, err := h.ChildrenW(ctx, q.path)
-		switch {
-		case err == nil && len(children) == 0:
-			return Participant{}, w, nil
-		case err == nil:
-			w.Stop() // go-zookeeper keeps the watch until the children change
-			continue
-		case !errors.Is(err, zk.ErrNoNode):
-			return Participant{}, nil, err
+		if err == nil { // the path is there, with no one in it
+			children, _, w, err := h.ChildrenW(ctx, q.path)
+			switch {
+			case err == nil && len(children) == 0:
+				return Participant{}, w, nil
+			case err == nil:
+				w.Stop() // go-zookeeper keeps the watch until the children change
+				continue
+			case !errors.Is(err, zk.ErrNoNode):
+				return Participant{}, nil, err
+			}
 		}
+		// No path: wait for it to be made.
 		there, w, err := h.CreatedW(ctx, q.path)
 		if err != nil || !there {
 			return Participant{}, w, err

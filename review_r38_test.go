@@ -449,6 +449,7 @@ func TestReviewR38ObserveReplySwallowed(t *testing.T) {
 	o := dsync.NewElection(s, path)
 	a := dsync.NewElection(dial(t, []string{shared.Addr()}), path)
 	b := dsync.NewElection(dial(t, []string{shared.Addr()}), path)
+	p.Strike(zktest.Match{Op: zktest.OpExists, Path: path}, zktest.Pass) // the read without a watch first
 	f := p.Strike(zktest.Match{Op: zktest.OpExists, Path: path}, zktest.Drop)
 	defer f.Disarm()
 	octx, ocancel := context.WithCancel(ctx)

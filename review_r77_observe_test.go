@@ -74,22 +74,21 @@ func r77Observe(t *testing.T, ctx context.Context, e *dsync.Election) <-chan dsy
 }
 
 // r77ObserveMissing starts r77Observe(t, ctx, e), e's path (path) having
-// no node, and strikes the loop's exists that sets a watch with action (the
-// listing, the listing with a watch and the exists without one pass); it
-// returns once that has struck.
+// no node, and strikes the loop's exists that sets a watch with action
+// (the listing and the exists without a watch before it pass); it returns
+// once that has struck.
 func r77ObserveMissing(t *testing.T, ctx context.Context, p *zktest.Proxy, e *dsync.Election, path string, action zktest.Action) <-chan dsync.Participant {
 	t.Helper()
-	var faults []*zktest.Fault
-	for _, op := range []zktest.Op{zktest.OpGetChildren2, zktest.OpGetChildren2, zktest.OpExists} {
-		faults = append(faults, p.Strike(zktest.Match{Op: op, Path: path}, zktest.Pass))
+	// A request takes the first fault armed that it matches.
+	faults := []*zktest.Fault{
+		p.Strike(zktest.Match{Op: zktest.OpGetChildren2, Path: path}, zktest.Pass),
+		p.Strike(zktest.Match{Op: zktest.OpExists, Path: path}, zktest.Pass),
+		p.Strike(zktest.Match{Op: zktest.OpExists, Path: path}, action),
 	}
 	got := r77Observe(t, ctx, e)
-	for _, f := range faults[:2] {
+	for _, f := range faults {
 		<-f.Struck()
 	}
-	watched := p.Strike(zktest.Match{Op: zktest.OpExists, Path: path}, action) // armed once the plain one is
-	<-faults[2].Struck()
-	<-watched.Struck()
 	return got
 }
 

@@ -42,17 +42,20 @@ func TestObserveLoopsWithoutLeaderShareWatch(t *testing.T) {
 			e := dsync.NewElection(sess, path)
 			// observe starts a loop that returns the first participant
 			// it yields, and returns once the loop has read what it
-			// waits on: the listing, then the listing with a watch, and,
-			// if the path is missing, an exists without a watch and, if
-			// the watch is not there yet (shares is false), one with it.
+			// waits on: the listing, then, if the path is there, the
+			// listing with a watch, or else an exists without a watch
+			// and, if the watch is not there yet (shares is false), one
+			// with it.
 			observe := func(ctx context.Context, shares bool) <-chan dsync.Participant {
 				t.Helper()
-				reads := []zktest.Match{{Op: zktest.OpGetChildren2, Path: path}, {Op: zktest.OpGetChildren2, Path: path}}
-				if !tc.made {
+				reads := []zktest.Match{{Op: zktest.OpGetChildren2, Path: path}}
+				switch {
+				case tc.made:
+					reads = append(reads, zktest.Match{Op: zktest.OpGetChildren2, Path: path})
+				case shares:
 					reads = append(reads, zktest.Match{Op: zktest.OpExists, Path: path})
-					if !shares {
-						reads = append(reads, zktest.Match{Op: zktest.OpExists, Path: path})
-					}
+				default:
+					reads = append(reads, zktest.Match{Op: zktest.OpExists, Path: path}, zktest.Match{Op: zktest.OpExists, Path: path})
 				}
 				faults := make([]*zktest.Fault, len(reads))
 				for i, m := range reads {
