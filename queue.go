@@ -313,7 +313,7 @@ func (q *queue) acquire(ctx context.Context, wait, track bool, undoing *[]<-chan
 	for {
 		h, err := q.sess.Current(ctx)
 		if err != nil {
-			return entry{}, err
+			return entry{}, withPath(q.path, err)
 		}
 		e, err := q.join(ctx, h, wait, track)
 		if err == nil {
