@@ -29,6 +29,11 @@ var java *curator.Tool
 // unless -parallel says otherwise: they wait on timeouts, reconnects and
 // Curator's JVMs far more than they compute, so more of them than the
 // machine has cores (go test's default) keep its two cores busy.
+//
+// A test runs in parallel (after the serial ones) when it works on paths and
+// sessions of its own and other tests' load cannot break a bound of its: one
+// that asserts how long a call took, needs a short session to stay alive, or
+// reads the process's goroutines stays serial.
 const parallelTests = 4
 
 func TestMain(m *testing.M) {

@@ -180,6 +180,7 @@ func TestMutexHandoffLeavesNoWatches(t *testing.T) {
 // watch for a handoff signal (Curator sends none); it lists again when that
 // node goes, and takes the lock after Curator's hold.
 func TestMutexDeepBehindCurator(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

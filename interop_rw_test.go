@@ -259,6 +259,7 @@ func checkRWLog(t *testing.T, name string, writer map[string]bool) rwLog {
 // after that reader logged its enter and exit. The Java processes are still
 // looping then, so the hammer that follows mixes every kind.
 func TestInteropRWExclusion(t *testing.T) {
+	t.Parallel()
 	const (
 		javaReaders, javaWriters = 2, 2
 		goReaders, goWriters     = 2, 2
@@ -680,6 +681,7 @@ func TestInteropRWMixedWaiting(t *testing.T) {
 // within ctx: no deadlock, whatever order the Go side was given, because it
 // takes the paths in the order Java was given them.
 func TestInteropMultiLock(t *testing.T) {
+	t.Parallel()
 	const iter = 25
 	base := lockPath(t)
 	a, b, c := base+"/a", base+"/b", base+"/c"

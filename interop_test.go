@@ -123,6 +123,7 @@ func mixedRun(t *testing.T, kind, path string, iter, javaProcs int, javaArgs []s
 // TestInteropMutexExclusion: Java processes using Curator's InterProcessMutex
 // and Go Sessions using dsync.Mutex take turns on one path, never overlapping.
 func TestInteropMutexExclusion(t *testing.T) {
+	t.Parallel()
 	const javaProcs, goSessions, iter = 2, 2, 50
 	path := lockPath(t)
 	var goers []contender
@@ -144,6 +145,7 @@ func TestInteropMutexExclusion(t *testing.T) {
 // Participants list one mixed queue in the same order, and each side waits
 // for the other's holder.
 func TestInteropMutexParticipants(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -34,6 +34,7 @@ func awaitMultiEmpty(t *testing.T, path string) {
 // (with each other, or with a plain Mutex on one of the paths). Curator's
 // given-order acquisition deadlocks here.
 func TestMultiLockNoDeadlock(t *testing.T) {
+	t.Parallel()
 	const cycles = 8
 	path := lockPath(t)
 	var (
@@ -94,6 +95,7 @@ func TestMultiLockNoDeadlock(t *testing.T) {
 // holds none of its members and leaves no node; once that member is free it
 // holds them all, and excludes others from each.
 func TestMultiLockAllOrNone(t *testing.T) {
+	t.Parallel()
 	for _, blocked := range []string{"b", "c"} {
 		t.Run(blocked, func(t *testing.T) {
 			path := lockPath(t)
@@ -179,6 +181,7 @@ func TestMultiLockAllOrNone(t *testing.T) {
 // TestMultiLockMemberLost: a member's node deleted by someone else ends the
 // MultiLock's hold with that member's cause; Unlock still releases them all.
 func TestMultiLockMemberLost(t *testing.T) {
+	t.Parallel()
 	for _, member := range []string{"a", "b/leases"} {
 		t.Run(strings.ReplaceAll(member, "/", "_"), func(t *testing.T) {
 			path := lockPath(t)

@@ -63,6 +63,7 @@ func contend(t *testing.T, lockers []sync.Locker, cycles int) {
 }
 
 func TestMutexExclusionAcrossSessions(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	var lockers []sync.Locker
 	for i := 0; i < 16; i++ {
@@ -73,6 +74,7 @@ func TestMutexExclusionAcrossSessions(t *testing.T) {
 }
 
 func TestMutexExclusionAcrossGoroutines(t *testing.T) {
+	t.Parallel()
 	m := dsync.NewMutex(dial(t, []string{shared.Addr()}), lockPath(t))
 	lockers := make([]sync.Locker, 16)
 	for i := range lockers {
@@ -269,6 +271,7 @@ func TestMutexCancelLeavesNothing(t *testing.T) {
 // TestMutexCancelWhileDisconnected: a wait canceled while the connection is
 // down leaves no node once the connection is back.
 func TestMutexCancelWhileDisconnected(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t)
 	p := zktest.NewProxy(t, srv.Addr())
 	path := lockPath(t)
@@ -421,6 +424,7 @@ func TestMutexNodeDeleted(t *testing.T) {
 // one Session holds and another waits; the lock stays exclusive and the
 // waiter proceeds.
 func TestMutexEnsembleLeaderLoss(t *testing.T) {
+	t.Parallel()
 	e := zktest.StartEnsemble(t, 3)
 	path := lockPath(t)
 	var c critical
@@ -550,6 +554,7 @@ func TestMutexExcludesZkLock(t *testing.T) {
 // TestMutexCutWhileWaiting: a connection cut while waiting, with the same
 // session back, does not cost the hold that follows.
 func TestMutexCutWhileWaiting(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t)
 	p := zktest.NewProxy(t, srv.Addr())
 	path := lockPath(t)

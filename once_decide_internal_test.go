@@ -20,6 +20,7 @@ import (
 // lock, before the record is written. It must decide (not written), not
 // fail.
 func TestOnceDecideOnSpentContext(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -44,6 +44,7 @@ func checkWaiting(t *testing.T, w *dsync.Weighted, want ...bool) {
 // before a, ahead of it, created its lease. Curator peers hold the lease and
 // then the internal lock meanwhile.
 func TestWeightedParticipantsSharedSession(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 // Two acquirers of one Weighted: the first's deferred gate handoff writes
 // w.undoing = nil after leave, while the second, now inside the gate, uses it.
 func TestReview3WeightedUndoingRace(t *testing.T) {
+	t.Parallel()
 	w := dsync.NewWeighted(dial(t, []string{shared.Addr()}), lockPath(t), 1)
 	if err := w.Acquire(context.Background(), 1); err != nil {
 		t.Fatal(err)

@@ -49,6 +49,7 @@ func persistentParents(t *testing.T, obs *zk.Conn, p string) {
 // ends with exactly the 2 leases, kin of its new lock node, and nothing left
 // once released.
 func TestReviewCheckedLockGoneBetweenCreates(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())
@@ -94,6 +95,7 @@ func TestReviewCheckedLockGoneBetweenCreates(t *testing.T) {
 // the reconnect, the multi fails its check and TryAcquire queues again, and
 // succeeds: one lease, no lock node left.
 func TestReviewCheckedTryAcquireLockGone(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())

@@ -27,6 +27,7 @@ func reStruck(t *testing.T, f *zktest.Fault, res <-chan error) {
 
 // Bug (fixed during review: record now uses DoOnce): Once.record sent its multi again after a lost reply, so a record an operator's Reset deleted came back.
 func TestReviewElectionOnceRecordResurrectedAfterReset(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := lockPath(t)
 	p := zktest.NewProxy(t, shared.Addr())
@@ -82,6 +83,7 @@ func TestReviewElectionOnceRunLostWhenCtxEndsDuringF(t *testing.T) {
 
 // Bug (fixed during review: watchHead lists again): Observe missed writes to the leader's node when the leader arrived between its listing and its children watch.
 func TestReviewElectionObserveMissesLeaderWrite(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	path := lockPath(t)
@@ -131,6 +133,7 @@ func TestReviewElectionObserveMissesLeaderWrite(t *testing.T) {
 
 // Bug (fixed during review: Do now panics): Do called from within f with f's context re-entered the run's lock and ran f again, nested.
 func TestReviewElectionOnceDoWithinFRunsFTwice(t *testing.T) {
+	t.Parallel()
 	o := dsync.NewOnce(dial(t, []string{shared.Addr()}), lockPath(t))
 	runs := 0
 	var inner error
@@ -165,6 +168,7 @@ func TestReviewElectionOnceDoWithinFRunsFTwice(t *testing.T) {
 
 // Bug (fixed during review: record checks Done first): after a lost reply, Once.record's retry reported ErrLockLost although its first multi wrote the record.
 func TestReviewElectionOnceLostReplyReportedNotRecorded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -194,6 +198,7 @@ func TestReviewElectionOnceLostReplyReportedNotRecorded(t *testing.T) {
 
 // Bug: a run that succeeded alone is not recorded when the connection drops under the record's multi (not applied, session intact): the run is lost, against "written ... within the session timeout".
 func TestReviewElectionOnceRecordLostOnBlip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := lockPath(t)
 	p := zktest.NewProxy(t, shared.Addr())

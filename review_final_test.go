@@ -54,6 +54,7 @@ func rfNoDeleteParent(t *testing.T, obs *zk.Conn, path string) {
 // m2 lists; TestTryOwnDeleteRefusedNoSpin makes the interleaving on
 // purpose.)
 func TestReviewFinalTryLockSpinsOnStaleDeleting(t *testing.T) {
+	t.Parallel()
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)
 	rfNoDeleteParent(t, obs, path)

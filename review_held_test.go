@@ -45,6 +45,7 @@ func heldWaiting(t *testing.T, ctx context.Context, obs *zk.Conn, path string, h
 // and must give its own up and queue again behind H2, else A's release
 // leaves H1 and H2 waiting on each other forever.
 func TestReviewHeldDeletedWhileDisconnected(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	a := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)

@@ -38,6 +38,7 @@ func rhNode(t testing.TB, obs *zk.Conn, path string) string {
 // suspension itself, and its rewatch, sent again after the reconnect,
 // finds the node gone: lost, "deleted". Passes.
 func TestReviewHoldRewatchCutThenDelete(t *testing.T) {
+	t.Parallel()
 	srv, px, s, obs := rhSetup(t, 20*time.Second)
 	path := lockPath(t)
 	m := dsync.NewMutex(s, path, dsync.WithLossPolicy(dsync.LostOnExpiry))
@@ -72,6 +73,7 @@ func TestReviewHoldRewatchCutThenDelete(t *testing.T) {
 // rewatch is sent again, and a revocation request written after it is
 // seen. Passes.
 func TestReviewHoldRewatchLostReplyThenRevoke(t *testing.T) {
+	t.Parallel()
 	srv, px, s, obs := rhSetup(t, 20*time.Second)
 	path := lockPath(t)
 	m := dsync.NewMutex(s, path, dsync.WithLossPolicy(dsync.LostOnExpiry), dsync.Revocable())
@@ -127,6 +129,7 @@ func TestReviewHoldRewatchLostReplyThenRevoke(t *testing.T) {
 // still unanswered on, before that connection drops; it is black-holed there
 // (nothing answered, the connection up, until Heal).
 func TestReviewHoldUnlockDuringStuckRewatch(t *testing.T) {
+	t.Parallel()
 	srv, px, s, obs := rhSetup(t, 20*time.Second)
 	path := lockPath(t)
 	m := dsync.NewMutex(s, path)
@@ -179,6 +182,7 @@ func TestReviewHoldUnlockDuringStuckRewatch(t *testing.T) {
 // of the connection while the rewatch's getData is out cancels the hold at
 // once, with the suspension as cause (not the rewatch's error). Passes.
 func TestReviewHoldSuspendDuringStuckRewatch(t *testing.T) {
+	t.Parallel()
 	srv, px, s, obs := rhSetup(t, 20*time.Second)
 	path := lockPath(t)
 	m := dsync.NewMutex(s, path)
@@ -275,6 +279,7 @@ func TestReviewHoldSameSessionHolderAndWaiter(t *testing.T) {
 // the node gone), given back, and the place taken again: LockContext
 // returns a hold on a new node, alive. Passes.
 func TestReviewHoldDeletedBetweenClaimAndHold(t *testing.T) {
+	t.Parallel()
 	srv, px, s, obs := rhSetup(t, 20*time.Second)
 	path := lockPath(t)
 	holder := dsync.NewMutex(dial(t, []string{srv.Addr()}), path)
@@ -429,6 +434,7 @@ func TestReviewHoldWriteDeleteRounds(t *testing.T) {
 // Unlocks and writes on many tracked holds: no deadlock, every cause is
 // context.Canceled or ErrLockLost wrapping ErrClosed. Passes.
 func TestReviewHoldCloseRacesUnlock(t *testing.T) {
+	t.Parallel()
 	for round := 0; round < 5; round++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		s, err := zkconn.Dial(ctx, []string{shared.Addr()})

@@ -92,6 +92,7 @@ func TestReviewListingJoinFaults(t *testing.T) {
 // TestReviewListingTryLockFaults: TryLockContext while another holds, with
 // the create struck: ErrWouldBlock, and no node left behind.
 func TestReviewListingTryLockFaults(t *testing.T) {
+	t.Parallel()
 	for _, action := range []zktest.Action{zktest.Lose, zktest.Cut} {
 		t.Run(action.String(), func(t *testing.T) {
 			r := newListingRig(t, action)
@@ -154,6 +155,7 @@ func TestReviewListingCycleRequests(t *testing.T) {
 // of turn, ahead of the create's, and the Session closes the connection at
 // it: b recovers its node and lists again, at some point in those steps.)
 func TestReviewStaleListingAfterLostCreateReply(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

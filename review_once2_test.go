@@ -29,6 +29,7 @@ func ro2Lost(t *testing.T, path string) (*zktest.Proxy, <-chan error) {
 
 // Bug: Once.record reads any move of PATH's cversion after a lost reply as "written, then Reset": a record that never reached the server, its lock cleared by an operator (PATH/lock deleted), makes Do return nil with nothing recorded.
 func TestReviewOnce2CversionMovedByLockCleanup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
@@ -63,6 +64,7 @@ func TestReviewOnce2CversionMovedByLockCleanup(t *testing.T) {
 
 // Bug (same root as above, no operator touching PATH): a run whose stuck-looking lock node an operator deletes, while its record's reply is unknown, is reported recorded (Do = nil) once ZooKeeper reaps the emptied lock container.
 func TestReviewOnce2CversionMovedByReaper(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := zktest.Start(t, zktest.WithSystemProperty("znode.container.checkIntervalMs", "50"))
 	path := lockPath(t)

@@ -248,6 +248,7 @@ func TestReviewR26ObserveAcrossSessionLoss(t *testing.T) {
 // new node. TestReviewRevokeMultiMemberLostWhileWaiting covers a deleted
 // node only.
 func TestReviewR26MultiLockMemberSuspendedWhileWaiting(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	path := lockPath(t)

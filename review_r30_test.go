@@ -19,6 +19,7 @@ import (
 // (LostOnSuspension) while awaitNoReads reads its node must not be handed
 // out.
 func TestReviewR30SuspendedDuringNodeReadAfterWait(t *testing.T) {
+	t.Parallel()
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()})

@@ -54,6 +54,7 @@ func TestReviewR32RevocationWhileAwaitingReadsSeen(t *testing.T) {
 
 // TestReviewR32LostOnExpiryKeepsHoldAcrossCutAfterWait: under LostOnExpiry, a connection cut at the node read after the wait does not give back the live write hold.
 func TestReviewR32LostOnExpiryKeepsHoldAcrossCutAfterWait(t *testing.T) {
+	t.Parallel()
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()})
@@ -184,6 +185,7 @@ func TestReviewR32ReaderGiveBackThenCtxEndsLeavesNothing(t *testing.T) {
 
 // TestReviewR32SuspendedWhileAwaitingReadsHandsOffToNext: a write hold lost to a suspension while it waits for this process's reads is given back to the next process's waiter, which holds alone; the writer takes the lock again behind it.
 func TestReviewR32SuspendedWhileAwaitingReadsHandsOffToNext(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -358,6 +358,7 @@ func r33AwaitLeases(t *testing.T, obs *zk.Conn, leases string, res <-chan error,
 // Curator is not kept waiting for it: Curator gets the lease when the
 // holder releases, dsync after Curator, never two at once.
 func TestReviewR33InteropCuratorHeadAfterDeletedLockNode(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	path := lockPath(t)

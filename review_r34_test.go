@@ -48,6 +48,7 @@ func r34Gone(t *testing.T, obs *zk.Conn, node string, d time.Duration) bool {
 // sent behind the create is answered out of turn: the create fails, and
 // its node is found and deleted.
 func TestReviewR34CreateReplySwallowedThenCtxEnds(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -136,6 +137,7 @@ func TestReviewR34AbandonedDeleteReplySwallowedBlocksGate(t *testing.T) {
 // an Unlock whose delete's reply is swallowed hands on sent, and the next
 // LockContext of the same Mutex holds at once (passes).
 func TestReviewR34ReleaseReplySwallowedNextLockProceeds(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -238,6 +240,7 @@ func r34Queue(t *testing.T, ctx context.Context) *r34Line {
 // node is gone, alone; no .handoff node and no watch is left; and a's next
 // LockContext queues behind w (passes).
 func TestReviewR34HandoffMultiStruck(t *testing.T) {
+	t.Parallel()
 	for _, action := range []zktest.Action{zktest.Lose, zktest.Cut} {
 		t.Run(action.String(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -285,6 +288,7 @@ func TestReviewR34HandoffMultiStruck(t *testing.T) {
 // and sent again. w lists again, follows h, holds only after h's Unlock,
 // and no watch is left (passes).
 func TestReviewR34TakeBackStruck(t *testing.T) {
+	t.Parallel()
 	for _, action := range []zktest.Action{zktest.Lose, zktest.Cut} {
 		t.Run(action.String(), func(t *testing.T) {
 			path := lockPath(t)

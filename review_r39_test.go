@@ -31,6 +31,7 @@ func r39Wait(t *testing.T, ch <-chan struct{}, what string) {
 // connection is still up (the tap closes it only at the next ping's reply,
 // a third of the 30s session timeout later).
 func TestReviewR39WeightedListingPipelined(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
@@ -108,6 +109,7 @@ func TestReviewR39WeightedCycleRequests(t *testing.T) {
 // is held (a listing without the create would count one lease too few), it
 // is granted once that lease is released, and TryAcquire(1) fails meanwhile.
 func TestReviewR39WeightedFirstCreateCut(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)
@@ -202,6 +204,7 @@ func TestReviewR39OnceResetSessionLostUnknown(t *testing.T) {
 // the one the proxy sees first is cut (and the run's lock is lost with the
 // connection); a second Do runs f, once in all.
 func TestReviewR39OnceDecidesAfterSync(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)

@@ -23,6 +23,7 @@ import (
 // the lock beside the node behind it. Both requests are armed to be cut;
 // the one the proxy sees first is cut, and the waiter still takes the lock.
 func TestReviewR40ClaimRereadsAfterSync(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)

@@ -119,6 +119,7 @@ func TestReviewR41RewatchAfterDropKeepsReread(t *testing.T) {
 // claim's re-read: ctx ends while the sync is out (its reply swallowed), and
 // LockContext returns ctx.Err() at once, leaving no node behind.
 func TestReviewR41ClaimSyncCanceled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)

@@ -20,6 +20,7 @@ import (
 // not the write before it): it must list again and wait for the downgrade's
 // read hold, not hold beside it.
 func TestReviewR42DowngradeHiddenByReconnect(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	path := lockPath(t)

@@ -137,6 +137,7 @@ func (d *r43Line) finish(t *testing.T) {
 
 // TestReviewR43DeepSignalWhileDeaf: the signal w waits for is sent while w hears nothing; w lists again, takes its watch on the signal back, and holds.
 func TestReviewR43DeepSignalWhileDeaf(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	d := r43Setup(t, ctx, 1)
@@ -148,6 +149,7 @@ func TestReviewR43DeepSignalWhileDeaf(t *testing.T) {
 
 // TestReviewR43LinkRetakenAfterRelist: w, listing again because its predecessor left after w's connection dropped, follows the next one on the connection up now: its handoff needs no listing.
 func TestReviewR43LinkRetakenAfterRelist(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	d := r43Setup(t, ctx, 2) // holder, x, y, w

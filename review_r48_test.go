@@ -37,6 +37,7 @@ func r48Nth(p *zktest.Proxy, op zktest.Op, prefix string, n int, a zktest.Action
 // leases, and the nodes under leases are exactly theirs (none of the first
 // round orphaned); after their release nothing is left.
 func TestReviewR48WeightedLeasesLostBeforeHandedOut(t *testing.T) {
+	t.Parallel()
 	ctx, path, obs := r45Start(t)
 	p, s := r45Proxied(t)
 	w := dsync.NewWeighted(s, path, 2)
@@ -113,6 +114,7 @@ func TestReviewR48WeightedWatchFailsDuringGrant(t *testing.T) {
 // release must send its own signal, so that Y, a writer following W deeper
 // in line, gets the lock without listing. No node and no watch is left.
 func TestReviewR48ForgedSignalAfterDrop(t *testing.T) {
+	t.Parallel()
 	ctx, path, obs := r45Start(t)
 	pw, sw := r45Proxied(t)
 	py, sy := r45Proxied(t)
@@ -231,6 +233,7 @@ func TestReviewR48OwnNodeRewatchHonoursCtx(t *testing.T) {
 // meanwhile), or else with the read hold's cause, ErrLockLost; and the read
 // node must not be left behind.
 func TestReviewR48DowngradeBornLost(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		ctx  func(held context.Context) context.Context

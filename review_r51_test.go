@@ -42,6 +42,7 @@ func (c *r51ClosingCtx) Done() <-chan struct{} {
 // first may have been applied: Revoke must report ErrOutcomeUnknown (with
 // ErrClosed), not a plain ErrClosed that says nothing was written.
 func TestReviewR51RevokeClosedAfterUnknownWrite(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	createRaw(t, obs, path, nil) // revocable: empty data

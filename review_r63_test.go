@@ -24,6 +24,7 @@ import (
 // near the longest dsync takes (its nodes' paths, given to Revoke, within
 // it) makes some 60 writes enough.
 func TestReviewR63RewrittenPredecessorGiveUp(t *testing.T) {
+	t.Parallel()
 	const writes = 80 // 160 signals of 8 KB each, the way it was
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -448,6 +449,7 @@ func TestReviewR65RevokeNodeOfLongestPath(t *testing.T) {
 // those watches stayed set on the server, and W's own handoff signal was
 // not sent.
 func TestReviewR65StaleSignalsOutgrowRelease(t *testing.T) {
+	t.Parallel()
 	const ahead = 130
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -548,6 +550,7 @@ func TestReviewR65WeightedLeaseTooLarge(t *testing.T) {
 // after the wrap is made by hand here (a parent's cversion cannot be moved
 // 2^31 in a test); the record's transaction is sent as record() sends it.
 func TestReviewR65OncePlaceholderAfterWrap(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	path := lockPath(t)

@@ -165,6 +165,7 @@ func r66Empty(t *testing.T, ctx context.Context, obs *zk.Conn, sw *zkconn.Sessio
 // X again. W must not hold while A or X does, and must hold once X
 // releases.
 func r66TakeBackLive(t *testing.T, action zktest.Action) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := r66Mutexes(t, ctx, true)
@@ -270,6 +271,7 @@ func (q *r66Queue) readHoldFirst(t *testing.T, ctx, rctx context.Context) {
 // node. W1 releases its write hold (its signal sent with the delete): W2
 // must not hold until the read hold ends.
 func r66Downgrade(t *testing.T, action zktest.Action) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	q := r66Writers(t, ctx, true)
@@ -331,6 +333,7 @@ func TestReviewR66RevokeLeaseNodeAfterWrap(t *testing.T) {
 // only on a new connection (a deletion, no write): W2 must list again (its
 // link closed), take back W1's signal, and wait for the read hold.
 func TestReviewR66DowngradeAcrossReconnect(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	q := r66Writers(t, ctx, false)
@@ -351,6 +354,7 @@ func TestReviewR66DowngradeAcrossReconnect(t *testing.T) {
 // takeBack sent again fails its check; W queues again. No two holders, no
 // watch left.
 func TestReviewR66TakeBackOwnNodeDeleted(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := r66Mutexes(t, ctx, false, zkconn.WithSessionTimeout(20*time.Second))

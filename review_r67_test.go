@@ -15,6 +15,7 @@ import (
 // its delete) while that take-back is in flight. W must hold once X is
 // gone, and leave nothing behind.
 func r67TakeBackRacesHandoff(t *testing.T, action zktest.Action) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := r66Mutexes(t, ctx, false)
@@ -60,6 +61,7 @@ func TestReviewR67TakeBackRacesHandoffCut(t *testing.T)  { r67TakeBackRacesHando
 // with action) while C waits. The leases then pass A → B → C → D, one at a
 // time, and nothing is left.
 func r67Checked(t *testing.T, action zktest.Action) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	path := lockPath(t)
@@ -139,6 +141,7 @@ func TestReviewR67CheckedCut(t *testing.T)  { r67Checked(t, zktest.Cut) }
 // (its multi struck with action) while X waits. W must lead only once X
 // resigns, and nothing is left.
 func r67Election(t *testing.T, action zktest.Action) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	path := lockPath(t)

@@ -15,6 +15,7 @@ import (
 // leader (the watch set again by Do, or carried as plain by setWatches).
 // And once the loop ends, at most one exists watch is left in go-zookeeper.
 func TestReviewR77ObserveMissingPathFault(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		action zktest.Action

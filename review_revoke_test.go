@@ -212,6 +212,7 @@ func TestReviewRevokeMultiLockReturnsLostMember(t *testing.T) {
 // that nobody was there. RevokeHolders turns this ErrNoNode into "released
 // before it was asked" and leaves the holder out; dsync revoke exits 1.
 func TestReviewRevokeLostReplyThenReleased(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	path := lockPath(t)
@@ -247,6 +248,7 @@ func TestReviewRevokeLostReplyThenReleased(t *testing.T) {
 // held all along and was never asked. It should list again when the holders
 // it found are gone.
 func TestReviewRevokeHoldersRacingHandoff(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	path := lockPath(t)
@@ -321,6 +323,7 @@ func TestReviewRevokeHoldersParentPath(t *testing.T) {
 // unanswered on, before that connection drops; it is black-holed there
 // (nothing answered, the connection up, until Heal).
 func TestReviewRevokeUnlockWithRearmOut(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	path := lockPath(t)
@@ -369,6 +372,7 @@ func TestReviewRevokeUnlockWithRearmOut(t *testing.T) {
 // reply lost with the connection; Revoke reads again after the reconnect,
 // sees its own write and returns nil without writing twice.
 func TestReviewRevokeLoseReplyWritesOnce(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	path := lockPath(t)
@@ -583,6 +587,7 @@ func TestReviewRevokeMultiMemberLostWhileWaiting(t *testing.T) {
 // closed), the watch is set again (a third write fires it: the observer
 // sees the hold read).
 func TestReviewRevokeRearmAcrossReconnectSeesEveryRequest(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	path := lockPath(t)

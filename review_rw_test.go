@@ -147,6 +147,7 @@ func TestReviewRWReaderSignalWatchLeaksWhenWriterGivesUp(t *testing.T) {
 // again, holds and releases, and leaves no watch behind (it once left one on
 // the writer's handoff path, which nobody would create again).
 func TestReviewRWReaderSignalWatchLeaksWhenSetAfterHandoff(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -202,6 +203,7 @@ func TestReviewRWReaderSignalWatchLeaksWhenSetAfterHandoff(t *testing.T) {
 // Either the second downgrade waits for that delete (and, here, runs out of
 // its ctx) or it must not lose its node to it.
 func TestReviewRWDowngradeReusesNodeWhileDeleteOutstanding(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -351,6 +353,7 @@ func TestReviewRWParticipantsDowngradeHolds(t *testing.T) {
 // configured data; passes since downgrade writes back the data it read,
 // version-checked.)
 func TestReviewRWDowngradeErasesRevocationRequest(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -470,6 +473,7 @@ func TestReviewRWReadersFollowOneWriter(t *testing.T) {
 // reply lost (Lose): after the reconnect the read node is found and kept,
 // once; a writer that waited behind the write node waits for it.
 func TestReviewRWDowngradeLostReply(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -614,6 +618,7 @@ func TestReviewRWDowngradeThenUnlockPastSignalWaiter(t *testing.T) {
 // the Curator reader gets in beside the downgrade's read hold; the Curator
 // writer lists again, follows the read node, and gets in only after it.
 func TestReviewRWDowngradePastCuratorWaiters(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -107,6 +107,7 @@ func TestReviewSignalWatchTakenBack(t *testing.T) {
 // behind a holder A and a waiter B that stay put; B then gives up (it never
 // held: no signal) and A unlocks.
 func TestReviewSignalWatchOutAtGiveUp(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	a := dsync.NewMutex(dial(t, []string{shared.Addr()}), path)
@@ -183,6 +184,7 @@ func TestReviewSignalWatchOutAtGiveUp(t *testing.T) {
 // in any order: their replies are swallowed too, else one that came after
 // the exists request's would close the connection at once.
 func TestReviewGiveUpDeleteAfterLostReply(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	sa := dial(t, []string{shared.Addr()})
@@ -411,6 +413,7 @@ func awaitElsewhere(t *testing.T, id int64) {
 // watch (zkconn.ExistsWatch.Unwatch) before its delete, and the wire leaves
 // it out of setWatches.
 func TestReviewGiveUpSignalLostWithConnection(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st := setupSignal(t, ctx, false)
@@ -436,6 +439,7 @@ func TestReviewGiveUpSignalLostWithConnection(t *testing.T) {
 // X's signal (see watchElsewhere): the signal fires nothing, and that chunk
 // set the watch again.
 func TestReviewGiveUpSignalBeforeSetWatches(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st := setupSignal(t, ctx, true)

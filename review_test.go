@@ -86,6 +86,7 @@ func TestReviewClaimAcrossReconnect(t *testing.T) {
 // that path: the watch stays, on the server and in go-zookeeper's table
 // (re-sent by every SetWatches), for the life of the session.
 func TestReviewAbandonedSignalWatchLeaks(t *testing.T) {
+	t.Parallel()
 	p := zktest.NewProxy(t, shared.Addr())
 	obs := observer(t, shared.Addr())
 	path := lockPath(t)

@@ -25,6 +25,7 @@ import (
 // becomes head and makes its lease (it waits: A's lease counts); then A's
 // connection is cut, and its listing, sent again, shows B's lease.
 func TestReviewUsurpFirstListingRetriedAfterUsurperLease(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	for _, p := range []string{path, path + "/leases", path + "/locks"} {

@@ -194,6 +194,7 @@ func TestReview2ExpiryBetweenCreateAndResentDelete(t *testing.T) {
 // after it. Directly and through a delaying proxy (the delete's reply still
 // out when TryAcquire's create goes), n = 1 and 2.
 func TestReview2TryRightAfterAcquire(t *testing.T) {
+	t.Parallel()
 	p := zktest.NewProxy(t, shared.Addr())
 	p.SetDelay(3 * time.Millisecond)
 	for _, addr := range []string{shared.Addr(), p.Addr()} {

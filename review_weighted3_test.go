@@ -64,6 +64,7 @@ func TestReview3TryAcquireRefusedOwnDeletesNoSpin(t *testing.T) {
 // (written, not applied: sent again after the reconnect, racing the
 // TryAcquire's requests).
 func TestReview3TryAcquireAfterReleaseCut(t *testing.T) {
+	t.Parallel()
 	p1, p2, s, _ := rwTwoProxies(t)
 	path := lockPath(t)
 	w := dsync.NewWeighted(s, path, 2)
@@ -89,6 +90,7 @@ func TestReview3TryAcquireAfterReleaseCut(t *testing.T) {
 // waits for them. The process never holds more than max at once, and
 // nothing is left.
 func TestReview3TryAcquireWhileOtherReleases(t *testing.T) {
+	t.Parallel()
 	p1, p2, s, _ := rwTwoProxies(t)
 	path := lockPath(t)
 	const max = 2

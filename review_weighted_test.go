@@ -129,6 +129,7 @@ func countHolder(ctx context.Context, t *testing.T, path string) (*dsync.Count, 
 // latest the acquirer's own release, and no longer. The count read between
 // the two listings is black-holed to order the release there.
 func TestReviewWeightedWatchLeftWhenRoomBetweenListings(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	path := lockPath(t)

@@ -384,6 +384,7 @@ func TestRevokeRearmLostConnection(t *testing.T) {
 // cut at the read that sets its watch again, and still sees the request
 // that read was for.
 func TestRevokeRearmCut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := zktest.NewProxy(t, shared.Addr())
 	path := lockPath(t)

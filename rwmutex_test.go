@@ -321,6 +321,7 @@ func TestRWMutexDowngrade(t *testing.T) {
 // reconnect) only after the holder downgraded, and, in one case, unlocked.
 // Either way the waiter must list again and wait for the read node.
 func TestRWMutexDowngradeBeforeWatch(t *testing.T) {
+	t.Parallel()
 	for _, unlock := range []bool{false, true} {
 		t.Run(fmt.Sprintf("unlocked=%v", unlock), func(t *testing.T) {
 			path := lockPath(t)

@@ -158,6 +158,7 @@ func lockAfter(m *dsync.Mutex, held context.Context) <-chan error {
 // TestLockContextRacingUnlock pins LockContext(hold context) returning (nil,
 // nil) when it raced the last Unlock.
 func TestLockContextRacingUnlock(t *testing.T) {
+	t.Parallel()
 	m := dsync.NewMutex(dial(t, []string{shared.Addr()}), lockPath(t))
 	for range 1000 {
 		held, err := m.LockContext(context.Background())

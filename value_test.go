@@ -146,6 +146,7 @@ func TestValueGetCreatesWithSeed(t *testing.T) {
 // TestValueContainerParents: the missing parents Get creates are CONTAINER
 // nodes: once the value's node is deleted, the server removes them.
 func TestValueContainerParents(t *testing.T) {
+	t.Parallel()
 	ctx := valueCtx(t)
 	srv := zktest.Start(t, zktest.WithSystemProperty("znode.container.checkIntervalMs", "100"))
 	root := lockPath(t)
@@ -532,6 +533,7 @@ func watchAcross(t *testing.T, timeout time.Duration, cut func(*zktest.Proxy, *z
 // TestValueWatchAcrossSuspension: a value written while the watcher is cut
 // off is yielded once the connection is back, on the same session.
 func TestValueWatchAcrossSuspension(t *testing.T) {
+	t.Parallel()
 	sub := watchAcross(t, 20*time.Second, func(p *zktest.Proxy, sub *zkconn.Subscription) {
 		p.BlackHole()
 		p.Cut()
@@ -569,6 +571,7 @@ func awaitState(t *testing.T, sub *zkconn.Subscription, want zkconn.State) {
 // TestCountInteropCurator: Curator's SharedCount and dsync's Count read each
 // other's writes on one path.
 func TestCountInteropCurator(t *testing.T) {
+	t.Parallel()
 	ctx := valueCtx(t)
 	root := valuePath(t)
 	path := root + "/count"
@@ -673,6 +676,7 @@ func casOnce(ctx context.Context, c *dsync.Count, prev dsync.Versioned[int32], x
 // used to send its write again, got BadVersion, found its value at the next
 // version and reported true.
 func TestValueCompareAndSetLostWriteNotClaimed(t *testing.T) {
+	t.Parallel()
 	ctx := valueCtx(t)
 	p, a, b, obs, path := lossy(t, false)
 	v0 := dsync.Versioned[int32]{Value: 1, Version: 0}
@@ -691,6 +695,7 @@ func TestValueCompareAndSetLostWriteNotClaimed(t *testing.T) {
 // reported false for a write that was applied: its reply was lost, another
 // write followed, and the write sent again got BadVersion.
 func TestValueCompareAndSetLostReplyNotDenied(t *testing.T) {
+	t.Parallel()
 	ctx := valueCtx(t)
 	p, a, _, obs, path := lossy(t, false)
 	v0 := dsync.Versioned[int32]{Value: 1, Version: 0}
@@ -710,6 +715,7 @@ func TestValueCompareAndSetLostReplyNotDenied(t *testing.T) {
 // lost, a compare-and-set landed over it, and Set sent its write again,
 // undoing that compare-and-set.
 func TestValueSetLostReplyNotRepeated(t *testing.T) {
+	t.Parallel()
 	ctx := valueCtx(t)
 	p, a, b, obs, path := lossy(t, false)
 	set := func() error { return a.Set(ctx, 6) }
@@ -728,6 +734,7 @@ func TestValueSetLostReplyNotRepeated(t *testing.T) {
 // missing node: Set sent the create again, found the node, and wrote over
 // it, so one Set made two versions.
 func TestValueSetLostCreateNotRepeated(t *testing.T) {
+	t.Parallel()
 	ctx := valueCtx(t)
 	p, a, _, obs, path := lossy(t, true)
 	set := func() error { return a.Set(ctx, 6) }
@@ -765,6 +772,7 @@ func (c *deadlineCtx) Err() error {
 // written: they return at once, and their errors say the outcome is unknown
 // and wrap ctx.Err().
 func TestValueWriteCtxDoneInFlight(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		write func(ctx context.Context, c *dsync.Count) error

@@ -53,6 +53,7 @@ func connOf(t testing.TB, s *zkconn.Session) *zk.Conn {
 // 500 acquisitions). One watch per session is kept, and set again only after
 // it fires.
 func TestWeightedCountOneWatch(t *testing.T) {
+	t.Parallel()
 	const cycles = 50
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

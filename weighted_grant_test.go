@@ -32,6 +32,7 @@ import (
 // Heal), so nothing but the Session's own timeouts could send the delete
 // again before the test looks.
 func TestWeightedNextAcquireNeedsNoLockReply(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	p := zktest.NewProxy(t, shared.Addr())
 	w := dsync.NewWeighted(dial(t, []string{p.Addr()}), path, 2)
@@ -85,6 +86,7 @@ func TestWeightedNextAcquireNeedsNoLockReply(t *testing.T) {
 // watched listing itself). The server is the test's own, so that its count of watches
 // (data and child watches alike: wchp lists only the former) is the test's.
 func TestWeightedGrantWatchesOnlyWhenWaiting(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t)
 	path := lockPath(t)
 	holder := dsync.NewWeighted(dial(t, []string{srv.Addr()}), path, 2)
@@ -311,6 +313,7 @@ func TestWeightedLockWaiterWhoseNodeWasDeletedCreatesNoLease(t *testing.T) {
 // second lease outside the internal lock (where a listing of H1's older than
 // H2's lease would grant it: two holders).
 func TestWeightedHeadWhoseLockNodeWasDeletedMakesNoLease(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())

@@ -40,6 +40,7 @@ func (b *bounded) run(n int64) {
 }
 
 func TestWeightedBound(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int64{1, 2} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			const sessions, cycles, max = 12, 8, 4
@@ -376,6 +377,7 @@ func TestSemaphoreMutex(t *testing.T) {
 // TestInteropWeighted: Java InterProcessSemaphoreV2 and dsync.Weighted share
 // one semaphore of 3; together they never exceed it.
 func TestInteropWeighted(t *testing.T) {
+	t.Parallel()
 	const max, iter = 3, 30
 	path := lockPath(t)
 	var goers []contender
@@ -422,6 +424,7 @@ func max2(a, b int) int {
 // TestInteropSemaphoreMutex: Java InterProcessSemaphoreMutex and
 // dsync.SemaphoreMutex exclude each other, both ways.
 func TestInteropSemaphoreMutex(t *testing.T) {
+	t.Parallel()
 	path := lockPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

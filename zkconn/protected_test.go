@@ -16,6 +16,7 @@ import (
 // (each request then goes out from a goroutine of its own, so the two race
 // to go-zookeeper's queue unless one waits for the other).
 func TestCreateProtectedListing(t *testing.T) {
+	t.Parallel()
 	h := current(t, dial(t, []string{shared.Addr()}))
 	root := testRoot(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -41,6 +42,7 @@ func TestCreateProtectedListing(t *testing.T) {
 // made, and children either nil or showing it (the listing is sent again
 // on the next connection).
 func TestCreateProtectedListingFails(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t)
 	p := zktest.NewProxy(t, srv.Addr())
 	h := current(t, dial(t, []string{p.Addr()}, WithSessionTimeout(10*time.Second)))

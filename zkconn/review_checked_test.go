@@ -32,6 +32,7 @@ func checkedSetup(t *testing.T) (p *zktest.Proxy, h Handle, obs *zk.Conn, root, 
 // TestReviewCheckedReplyLostApplied: the multi of CreateProtectedWhile is
 // applied and its reply lost (Lose): the node is recovered, not made twice.
 func TestReviewCheckedReplyLostApplied(t *testing.T) {
+	t.Parallel()
 	p, h, obs, root, kin := checkedSetup(t)
 	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: root + "/leases/", Prefix: true}, zktest.Lose)
 	defer f.Disarm()
@@ -56,6 +57,7 @@ func TestReviewCheckedReplyLostApplied(t *testing.T) {
 // (BlackHole); kin is deleted meanwhile; after the reconnect the recovery
 // finds nothing and the multi sent again fails: ErrKinGone, no node.
 func TestReviewCheckedKinGoneWhileReplyLost(t *testing.T) {
+	t.Parallel()
 	p, h, obs, root, kin := checkedSetup(t)
 	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: root + "/leases/", Prefix: true}, zktest.BlackHole)
 	defer f.Disarm()
@@ -83,6 +85,7 @@ func TestReviewCheckedKinGoneWhileReplyLost(t *testing.T) {
 // ctx.Err() at once, and once the connection goes (the request fails
 // transient) the node is deleted in the background: no orphan.
 func TestReviewCheckedCtxEndsInFlight(t *testing.T) {
+	t.Parallel()
 	p, h, obs, root, kin := checkedSetup(t)
 	_, _, watch, err := obs.ChildrenW(root + "/leases")
 	if err != nil {

@@ -147,6 +147,7 @@ func TestReviewExistsRecordAfterQuickSignal(t *testing.T) {
 // per waiter that gives up while its request is out and the connection
 // drops (dsync: entry.remove after a follow abandoned with ctx).
 func TestReviewExistsRecordAfterFailedRequest(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := zktest.NewProxy(t, shared.Addr())
@@ -382,6 +383,7 @@ func replyErr(f []byte) (int32, bool) {
 // first watch is still set; prev hands off just before the second exists
 // arrives.
 func TestReviewExistsEventBeforeReplyInOneRead(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	gs := gatedSession(t)
@@ -570,6 +572,7 @@ func (gs *gated) reconnect(t *testing.T, h Handle, kept string) {
 // abandoned with ctx, when the entry's node is gone already (its signals
 // are not sent).
 func TestReviewExistsWrittenAfterUnwatch(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	gs := gatedSession(t)

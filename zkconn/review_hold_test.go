@@ -115,6 +115,7 @@ func reviewFrames(b []byte) int {
 // reply to exists has arrived before setAuth is written, so the server
 // cannot answer setAuth first.
 func TestReviewHoldSetAuthAfterARequest(t *testing.T) {
+	t.Parallel()
 	obs := zktest.Observer(t, shared.Addr())
 	// A transaction, so that replies carry a zxid > 0 on a fresh server.
 	if _, err := obs.Create("/zkconn-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
@@ -169,6 +170,7 @@ func TestReviewHoldSetAuthAfterARequest(t *testing.T) {
 // as go-zookeeper's lastZxid race (only when go-zookeeper is slow to send
 // setWatches: this test does not fail on 3efa3dc's parent either).
 func TestReviewHoldCredentialsWatchesCuts(t *testing.T) {
+	t.Parallel()
 	t.Run("tcp", func(t *testing.T) {
 		reviewHoldCuts(t, shared.Addr(), shared.Addr())
 	})
@@ -308,6 +310,7 @@ func reviewHoldCuts(t *testing.T, addr, plain string, opts ...Option) {
 // never blocks for good; go-zookeeper connects again, the credential passes
 // and the watch fires.
 func TestReviewHoldFaultAtAuth(t *testing.T) {
+	t.Parallel()
 	for _, action := range []zktest.Action{zktest.Cut, zktest.Lose, zktest.Drop} {
 		t.Run(action.String(), func(t *testing.T) {
 			p := zktest.NewProxy(t, shared.Addr())
@@ -434,6 +437,7 @@ func (c *reviewScriptConn) Read(b []byte) (int, error) {
 // 1.5 MB buffer) get every frame whole, in order, and the tap never reads
 // the connection for bytes the server has not sent.
 func TestReviewHoldAuthRandomFraming(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(400) {
 		r := mrand.New(mrand.NewPCG(seed, 11))
 		conn := &reviewScriptConn{r: r, replies: map[int32][]byte{}}

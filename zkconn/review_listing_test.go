@@ -55,6 +55,7 @@ func checkListing(t *testing.T, h Handle, obs *zk.Conn, root, node string, child
 // queue. Either way the node is made once. With a ctx that cannot end
 // (every request inline) and with one that can.
 func TestReviewListingCreateStruck(t *testing.T) {
+	t.Parallel()
 	for _, action := range []zktest.Action{zktest.Lose, zktest.Cut} {
 		for _, cancellable := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/cancellable=%v", action, cancellable), func(t *testing.T) {
@@ -85,6 +86,7 @@ func TestReviewListingCreateStruck(t *testing.T) {
 // TestReviewListingListingCut: the create is answered, the listing that
 // followed it is cut; sent again after the reconnect, it shows the node.
 func TestReviewListingListingCut(t *testing.T) {
+	t.Parallel()
 	p, h, obs, root := listingSetup(t)
 	f := p.Strike(zktest.Match{Op: zktest.OpGetChildren2, Path: root}, zktest.Cut)
 	defer f.Disarm()
@@ -146,6 +148,7 @@ func TestReviewListingBlackHoleDeadline(t *testing.T) {
 // the call returns ctx.Err() at once, and once the connection goes the node
 // is deleted in the background.
 func TestReviewListingDropCancel(t *testing.T) {
+	t.Parallel()
 	p, h, obs, root := listingSetup(t)
 	_, _, watch, err := obs.ChildrenW(root)
 	if err != nil {

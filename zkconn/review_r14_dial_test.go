@@ -22,6 +22,7 @@ import (
 // is neither ErrTLSHandshake nor ctx's error (the dsync command then said
 // "no ZooKeeper server answered within -dial-timeout").
 func TestReviewR14RefusedDialBlockedLogger(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t, zktest.WithTLS())
 	noCert := srv.TLSConfig()
 	noCert.Certificates = nil // the server (ssl.clientAuth=need) refuses the handshake
@@ -91,6 +92,7 @@ func (c *refusalClock) Handle(_ context.Context, r slog.Record) error {
 // deadline will do. (With a quick logger Dial fails in milliseconds and
 // reports the refusal.)
 func TestReviewR14RefusedDialMisreported(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t, zktest.WithTLS())
 	noCert := srv.TLSConfig()
 	noCert.Certificates = nil

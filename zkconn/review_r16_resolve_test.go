@@ -144,6 +144,7 @@ func TestReviewR16DialDeadlineMidResolve(t *testing.T) {
 // says nothing of zk2, which was never tried and would have accepted. The
 // name left out is only in a Warn line.
 func TestReviewR16TLSEveryServerRefusedButOneUntried(t *testing.T) {
+	t.Parallel()
 	good := zktest.Start(t, zktest.WithTLS())
 	stranger := zktest.Start(t, zktest.WithTLS()) // its own CA, which the client does not trust
 	_, port, err := net.SplitHostPort(good.SecureAddr())

@@ -23,6 +23,7 @@ import (
 // with credentials). The subtest without credentials shows refresh doing
 // its job in the same setting.
 func TestReviewR17RefreshNeverRunsWhileAuthenticating(t *testing.T) {
+	t.Parallel()
 	for _, tc := range withAndWithoutAuth {
 		t.Run(tc.name, func(t *testing.T) {
 			down := zktest.NewProxy(t, shared.Addr())

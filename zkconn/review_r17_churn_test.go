@@ -27,6 +27,7 @@ import (
 // handshake, a first server that drops SYNs: go-zookeeper's connect
 // timeout is itself a second).
 func TestReviewR17RefreshChurn(t *testing.T) {
+	t.Parallel()
 	slow := zktest.NewProxy(t, shared.Addr())
 	slow.SetDelay(600 * time.Millisecond)
 	for _, tc := range []struct {

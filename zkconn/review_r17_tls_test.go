@@ -66,6 +66,7 @@ func (r *refusals) Handle(_ context.Context, rec slog.Record) error {
 // zk2.r17.test: no such host", though zk2 was resolved and tried (its
 // refusal is in the same error's connection attempts).
 func TestReviewR17TLSRefusalAfterRefresh(t *testing.T) {
+	t.Parallel()
 	garbage := []byte("HTTP/1.0 400 Bad Request\r\n\r\n")
 	a := listener(t, garbage)
 	zk2 := listener(t, garbage)

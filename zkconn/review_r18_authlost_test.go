@@ -16,6 +16,7 @@ import (
 // later, on the new connection, and only then reports the session:
 // a node with a digest ACL made right after is readable.
 func TestReviewR18AuthReplyLost(t *testing.T) {
+	t.Parallel()
 	p := zktest.NewProxy(t, shared.Addr())
 	f := p.Strike(zktest.Match{Op: zktest.OpAuth}, zktest.Lose)
 	acl := zk.DigestACL(zk.PermAll, "alice", "secret")

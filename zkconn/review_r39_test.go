@@ -45,6 +45,7 @@ func r39Awaited(w *wire) int {
 // was made and the listing shows it, its awaitWrite is gone from the wire,
 // and no node is left (goleak in TestMain checks the listing goroutine).
 func TestReviewR39CreateWhileListingFailures(t *testing.T) {
+	t.Parallel()
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(30*time.Second))
 	h := current(t, s)

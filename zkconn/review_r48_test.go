@@ -106,6 +106,7 @@ func struck(t *testing.T, f *zktest.Fault, what string) {
 // recovery. Without the check, the node is returned as made after ctx
 // ended.)
 func TestReviewR48RecoveredCtxEnded(t *testing.T) {
+	t.Parallel()
 	p, _, h, obs, root := r48Setup(t)
 	lose := p.Strike(createMatch(root), zktest.Lose)
 	defer lose.Disarm()
@@ -129,6 +130,7 @@ func TestReviewR48RecoveredCtxEnded(t *testing.T) {
 // back (recovered). CreateTouching returns ctx's error and the node is
 // deleted: nothing orphaned.
 func TestReviewR48CreateTouchingCtxEnded(t *testing.T) {
+	t.Parallel()
 	for _, recovered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("recovered=%v", recovered), func(t *testing.T) {
 			p, _, h, obs, root := r48Setup(t)
@@ -165,6 +167,7 @@ func TestReviewR48CreateTouchingCtxEnded(t *testing.T) {
 // "if err := c.Delete(...); err != nil && !errors.Is(err, zk.ErrNoNode) {
 // return err }": it is sent again on the next connection).
 func TestReviewR48RecoveryReadFails(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		gone, cutDelete bool
 	}{{true, false}, {false, false}, {false, true}} {
@@ -236,6 +239,7 @@ func TestReviewR48RecoveryReadFails(t *testing.T) {
 // zk.ErrNodeExists, the other session's node is kept, and the touched
 // node is not written.
 func TestReviewR48CreateTouchingTaken(t *testing.T) {
+	t.Parallel()
 	for _, recovered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("recovered=%v", recovered), func(t *testing.T) {
 			p, _, h, obs, root := r48Setup(t)
@@ -571,6 +575,7 @@ func endSessionAs(t *testing.T, addr string, id int64, passwd []byte) {
 // zk.ErrSessionExpired), retires the *zk.Conn and carries on with a new
 // session.
 func TestReviewR48ExpiredOnReconnect(t *testing.T) {
+	t.Parallel()
 	var keys sessionKeys
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second), WithDialer(keys.dial))
@@ -696,6 +701,7 @@ func TestReviewR48ReplaceUnresolved(t *testing.T) {
 // that lookup Dial's ctx ends. Dial returns ctx's error, with the first
 // *zk.Conn's story, within a second of ctx's end.
 func TestReviewR48DialEndsWithoutClient(t *testing.T) {
+	t.Parallel()
 	p := zktest.NewProxy(t, shared.Addr())
 	p.BlackHole() // accepts, never answers
 	_, port, err := net.SplitHostPort(p.Addr())

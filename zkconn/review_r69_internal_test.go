@@ -19,6 +19,7 @@ import (
 // per connection once they are over: wire.exists, writes, pending, taps,
 // the Watches set, go-zookeeper's watch table.
 func TestReviewR69WireStateFlat(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	gs := gatedSession(t)

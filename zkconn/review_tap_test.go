@@ -81,6 +81,7 @@ func reviewChunks(stream []byte, size func(rest int) int) [][]byte {
 // a large one) get the stream, then the error; no byte after the greeting
 // passes before the hold ends; every request is answered.
 func TestReviewTapRandomFraming(t *testing.T) {
+	t.Parallel()
 	errEnd := errors.New("end")
 	for seed := range uint64(600) {
 		r := mrand.New(mrand.NewPCG(seed, 7))
@@ -181,6 +182,7 @@ func TestReviewTapRandomFraming(t *testing.T) {
 // TestReviewTapStreamBytes checks byte-exactness with random reads of
 // random sizes (any io.Reader use), and data+error ordering.
 func TestReviewTapStreamBytes(t *testing.T) {
+	t.Parallel()
 	errEnd := errors.New("end")
 	for seed := range uint64(600) {
 		r := mrand.New(mrand.NewPCG(seed, 9))
@@ -258,6 +260,7 @@ func reviewTLSPair(t *testing.T) (client, server net.Conn) {
 // blocks while go-zookeeper's bytes are in its buffer, and a stalled body
 // times out (a net.Error with Timeout).
 func TestReviewTapDeadlines(t *testing.T) {
+	t.Parallel()
 	for name, pair := range map[string]func(*testing.T) (net.Conn, net.Conn){"tcp": reviewTCPPair, "tls": reviewTLSPair} {
 		t.Run(name, func(t *testing.T) {
 			c, s := pair(t)
@@ -317,6 +320,7 @@ func TestReviewTapDeadlines(t *testing.T) {
 // ahead of now + timeout. Under -race, a broken hold shows as
 // go-zookeeper's lastZxid race.
 func TestReviewTapReconnectsUnderLoad(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t)
 	px := zktest.NewProxy(t, srv.Addr())
 	s := dial(t, []string{px.Addr()}, WithSessionTimeout(20*time.Second))

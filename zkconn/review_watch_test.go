@@ -137,6 +137,7 @@ func TestReviewWatchStopWaitsForNotify(t *testing.T) {
 // while the connection was down is in the data read, and a write after it
 // fires the Watch. Nothing is left in the set. Passes.
 func TestReviewWatchGetWAcrossDrop(t *testing.T) {
+	t.Parallel()
 	for _, action := range []zktest.Action{zktest.Cut, zktest.Lose} {
 		t.Run(action.String(), func(t *testing.T) {
 			srv := zktest.Start(t)

@@ -143,6 +143,7 @@ func TestDialClose(t *testing.T) {
 }
 
 func TestDialNothing(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -268,6 +269,7 @@ func TestStatesThroughProxy(t *testing.T) {
 // granted timeout after the server last heard from it, the earliest moment
 // the server may expire it, not a minute later.
 func TestGivenUpByGrantedTimeout(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t, zktest.WithMaxSessionTimeout(2*time.Second))
 	p := zktest.NewProxy(t, srv.Addr())
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(time.Minute))
@@ -337,6 +339,7 @@ func TestSuspendedWhenUnheard(t *testing.T) {
 // TestSlowSubscriber: one subscriber that never reads does not hold up the
 // others, and loses nothing while the Session is open.
 func TestSlowSubscriber(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t)
 	p := zktest.NewProxy(t, srv.Addr())
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(10*time.Second))
@@ -610,6 +613,7 @@ func TestDeleteFires(t *testing.T) {
 // TestContainerParents: the parents CreateProtected makes are CONTAINER
 // nodes, which the server removes once their last child is gone.
 func TestContainerParents(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t, zktest.WithSystemProperty("znode.container.checkIntervalMs", "100"))
 	h := current(t, dial(t, []string{srv.Addr()}))
 	ctx := context.Background()
@@ -668,6 +672,7 @@ func TestRecoverProtectedStranger(t *testing.T) {
 // never comes back; after the reconnect the node is found and kept, and no
 // second node is made.
 func TestCreateProtectedReplyLost(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t)
 	p := zktest.NewProxy(t, srv.Addr())
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(10*time.Second))
@@ -710,6 +715,7 @@ func TestCreateProtectedReplyLost(t *testing.T) {
 // TestGuaranteedDelete: a delete asked for while the connection is down
 // happens once it is back.
 func TestGuaranteedDelete(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t)
 	p := zktest.NewProxy(t, srv.Addr())
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(20*time.Second))
@@ -800,6 +806,7 @@ func TestCloseWhileBusy(t *testing.T) {
 // TestEnsembleLeaderLoss: the Session keeps its session while the leader of
 // a 3-server ensemble goes away.
 func TestEnsembleLeaderLoss(t *testing.T) {
+	t.Parallel()
 	e := zktest.StartEnsemble(t, 3)
 	s := dial(t, e.Addrs(), WithSessionTimeout(10*time.Second))
 	h := current(t, s)

@@ -20,6 +20,7 @@ import (
 // learns the timeout the server granted); after a restart of the server the
 // Session reconnects over TLS to the same ZooKeeper session.
 func TestTLSSession(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t, zktest.WithTLS())
 	ctx := context.Background()
 	s := dial(t, []string{srv.SecureAddr()}, WithTLS(srv.TLSConfig()), WithSessionTimeout(time.Minute))
@@ -67,6 +68,7 @@ func restart(t *testing.T, s *Session, srv *zktest.Server) {
 
 // TestTLSHandshakes runs the tests of handshakes on one server.
 func TestTLSHandshakes(t *testing.T) {
+	t.Parallel()
 	srv := zktest.Start(t, zktest.WithTLS())
 	t.Run("ServerName", func(t *testing.T) { testTLSServerName(t, srv) })
 	t.Run("Refused", func(t *testing.T) { testTLSRefused(t, srv) })
@@ -264,6 +266,7 @@ func TestTLSNilConfig(t *testing.T) {
 // TestTLSEnsemble: a Session WithTLS works on an ensemble's secure ports,
 // and moves to another member over TLS when its member stops.
 func TestTLSEnsemble(t *testing.T) {
+	t.Parallel()
 	e := zktest.StartEnsemble(t, 3, zktest.WithTLS())
 	addrs := e.SecureAddrs()
 	if len(addrs) != 3 {
