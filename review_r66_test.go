@@ -165,7 +165,6 @@ func r66Empty(t *testing.T, ctx context.Context, obs *zk.Conn, sw *zkconn.Sessio
 // X again. W must not hold while A or X does, and must hold once X
 // releases.
 func r66TakeBackLive(t *testing.T, action zktest.Action) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := r66Mutexes(t, ctx, true)
@@ -271,7 +270,6 @@ func (q *r66Queue) readHoldFirst(t *testing.T, ctx, rctx context.Context) {
 // node. W1 releases its write hold (its signal sent with the delete): W2
 // must not hold until the read hold ends.
 func r66Downgrade(t *testing.T, action zktest.Action) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	q := r66Writers(t, ctx, true)

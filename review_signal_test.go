@@ -439,7 +439,6 @@ func TestReviewGiveUpSignalLostWithConnection(t *testing.T) {
 // X's signal (see watchElsewhere): the signal fires nothing, and that chunk
 // set the watch again.
 func TestReviewGiveUpSignalBeforeSetWatches(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st := setupSignal(t, ctx, true)

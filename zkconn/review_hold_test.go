@@ -115,7 +115,6 @@ func reviewFrames(b []byte) int {
 // reply to exists has arrived before setAuth is written, so the server
 // cannot answer setAuth first.
 func TestReviewHoldSetAuthAfterARequest(t *testing.T) {
-	t.Parallel()
 	obs := zktest.Observer(t, shared.Addr())
 	// A transaction, so that replies carry a zxid > 0 on a fresh server.
 	if _, err := obs.Create("/zkconn-test", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
