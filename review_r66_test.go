@@ -84,6 +84,23 @@ func r66Mutexes(t *testing.T, ctx context.Context, elsewhere bool, opts ...zkcon
 	return l
 }
 
+// revokeHeldX releases A, waits for X to hold, arms action on W's
+// take-back of X's signal and writes a revocation request into X; it
+// returns X's hold and the fault.
+func (l *r66Line) revokeHeldX(t *testing.T, ctx context.Context, action zktest.Action) (r66Res, *zktest.Fault) {
+	t.Helper()
+	l.a.Unlock()
+	rx := <-l.xdone
+	if rx.err != nil {
+		t.Fatalf("X: %v", rx.err)
+	}
+	f := l.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: l.nodeX + ".handoff"}, action)
+	if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
+		t.Fatal(err)
+	}
+	return rx, f
+}
+
 // waiting checks that W has not returned while A holds and X waits, once
 // what the server sent W's session before now is in.
 func (l *r66Line) waiting(t *testing.T, ctx context.Context) {

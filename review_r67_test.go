@@ -22,15 +22,7 @@ func r67TakeBackRacesHandoff(t *testing.T, action zktest.Action) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := r66Mutexes(t, ctx, false)
-	l.a.Unlock()
-	rx := <-l.xdone
-	if rx.err != nil {
-		t.Fatalf("X: %v", rx.err)
-	}
-	f := l.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: l.nodeX + ".handoff"}, action)
-	if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
-		t.Fatal(err)
-	}
+	_, f := l.revokeHeldX(t, ctx, action)
 	l.x.Unlock() // the real handoff, W's take-back in flight (or about to be)
 	var rw r66Res
 	select {

@@ -242,50 +242,69 @@ func TestReviewRevokeLostReplyThenReleased(t *testing.T) {
 }
 
 // TestReviewRevokeHoldersRacingHandoff pins a missed revocation: RevokeHolders
-// lists holder A; before its write reaches A's node, A releases and B holds.
-// Revoke(A) then finds no node, RevokeHolders leaves A out and returns no
-// holder and a nil error — what it returns "with nobody holding" — while B
-// held all along and was never asked. It should list again when the holders
-// it found are gone.
+// lists holder A; before its request reaches A's node, A releases and B
+// holds. Once took A's node gone for "nobody holds" and returned no holder
+// and a nil error, while B held all along and was never asked.
+//   - Read: Revoke's read of A's node (the second read there, after the
+//     listing's) is black-holed, so no write is sent: A is gone for sure,
+//     and RevokeHolders must list again and ask B.
+//   - Write: the write into A's node is black-holed, so RevokeHolders cannot
+//     know whether A was asked before it released: it must say so
+//     (ErrOutcomeUnknown and ErrNoNode) rather than report nobody asked.
 func TestReviewRevokeHoldersRacingHandoff(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
-	p := zktest.NewProxy(t, shared.Addr())
-	admin := dial(t, []string{p.Addr()})
-	a := dsync.NewMutex(dial(t, []string{shared.Addr()}), path, dsync.Revocable())
-	b := dsync.NewMutex(dial(t, []string{shared.Addr()}), path, dsync.Revocable())
-	if _, err := a.LockContext(ctx); err != nil {
-		t.Fatal(err)
+	for _, write := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Read", true: "Write"}[write], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			path := lockPath(t)
+			obs := observer(t, shared.Addr())
+			p := zktest.NewProxy(t, shared.Addr())
+			admin := dial(t, []string{p.Addr()})
+			a := dsync.NewMutex(dial(t, []string{shared.Addr()}), path, dsync.Revocable())
+			b := dsync.NewMutex(dial(t, []string{shared.Addr()}), path, dsync.Revocable())
+			if _, err := a.LockContext(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := lockAsync(b)
+			names := orderedNames(awaitChildren(t, obs, path, 2))
+			aNode, bNode := path+"/"+names[0], path+"/"+names[1]
+			var f *zktest.Fault
+			if write {
+				f = p.Strike(zktest.Match{Op: zktest.OpSetData, Path: aNode}, zktest.BlackHole)
+			} else {
+				p.Strike(zktest.Match{Op: zktest.OpGetData, Path: aNode}, zktest.Pass) // the listing's
+				f = p.Strike(zktest.Match{Op: zktest.OpGetData, Path: aNode}, zktest.BlackHole)
+			}
+			type result struct {
+				asked []dsync.Participant
+				err   error
+			}
+			res := make(chan result, 1)
+			go func() {
+				asked, err := dsync.RevokeHolders(ctx, admin, path)
+				res <- result{asked, err}
+			}()
+			<-f.Struck() // swallowed, not applied
+			a.Unlock()   // handoff to B
+			r := <-got
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			p.Heal()
+			out := <-res
+			bAsked := nodeData(t, obs, bNode) == "__REVOKE__"
+			if write {
+				if len(out.asked) != 0 || !errors.Is(out.err, dsync.ErrOutcomeUnknown) || !errors.Is(out.err, dsync.ErrNoNode) || bAsked {
+					t.Errorf("RevokeHolders = %v, %v (B asked: %v); want nobody asked and an error wrapping ErrOutcomeUnknown and ErrNoNode", out.asked, out.err, bAsked)
+				}
+			} else if out.err != nil || len(out.asked) != 1 || out.asked[0].Path == aNode || !bAsked {
+				t.Errorf("RevokeHolders = %v, %v (B asked: %v); want B asked, alone, and a nil error", out.asked, out.err, bAsked)
+			}
+			b.Unlock()
+			awaitChildren(t, obs, path, 0)
+		})
 	}
-	got := lockAsync(b)
-	aNode := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[0]
-	f := p.Strike(zktest.Match{Op: zktest.OpSetData, Path: aNode}, zktest.BlackHole)
-	type result struct {
-		asked []dsync.Participant
-		err   error
-	}
-	res := make(chan result, 1)
-	go func() {
-		asked, err := dsync.RevokeHolders(ctx, admin, path)
-		res <- result{asked, err}
-	}()
-	<-f.Struck() // the write to A's node is swallowed, not applied
-	a.Unlock()   // handoff to B
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	p.Heal()
-	out := <-res
-	if len(out.asked) == 0 && out.err == nil {
-		t.Errorf("RevokeHolders = no holder, nil error (\"nobody holds\") while B held throughout; B asked: %v",
-			isClosed(dsync.Revoked(r.held)))
-	}
-	b.Unlock()
-	awaitChildren(t, obs, path, 0)
 }
 
 // TestReviewRevokeHoldersParentPath pins RevokeHolders on a path that is not

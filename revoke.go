@@ -174,7 +174,10 @@ func revoke(ctx context.Context, sess *zkconn.Session, node string) error {
 // node is not revocable is not asked: the error then wraps ErrNotRevocable
 // for each, alongside the holders that were asked. With nobody holding,
 // RevokeHolders returns no Participant and a nil error. Any other failure
-// stops it, with the holders asked so far; ctx is honoured as by Revoke.
+// stops it, with the holders asked so far; ctx is honoured as by Revoke. So
+// does a holder found gone after a write whose reply was lost: it may have
+// been asked before it released, and the error wraps ErrOutcomeUnknown and
+// ErrNoNode (call again to ask whoever holds now).
 func RevokeHolders(ctx context.Context, sess *zkconn.Session, path string) ([]Participant, error) {
 	if err := validate(sess, path); err != nil {
 		return nil, err
