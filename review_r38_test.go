@@ -801,11 +801,16 @@ func TestReviewR38CtxBoundsSwallowedReply(t *testing.T) {
 // TestReviewR38MultiLockGiveUpThenTry: a MultiLock's LockContext is given
 // up (ctx canceled) once the create of its last member is applied and its
 // reply swallowed; a TryLock right after, with nothing else holding,
-// returns true with one node per member, and Unlock leaves nothing.
+// returns true with one node per member, and Unlock leaves nothing. The
+// session timeout is long: the first ping, a third of it after the create,
+// would close the connection, and the create's recovery on the next one
+// could win the lock before the test gives the wait up (it did once, with
+// r38Fast's 3s, on a loaded machine).
 func TestReviewR38MultiLockGiveUpThenTry(t *testing.T) {
 	path := lockPath(t)
 	obs := observer(t, shared.Addr())
-	p, s := r38Fast(t)
+	p := zktest.NewProxy(t, shared.Addr())
+	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
 	ml := dsync.NewMultiLock(multiMembers(s, path))
 	f := p.Strike(createOf(path+"/c"), zktest.Drop)
 	defer f.Disarm()

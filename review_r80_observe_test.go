@@ -17,8 +17,11 @@ import (
 // with a watch of the first, then the second's read (shared, without a
 // watch), are struck (Cut, Lose, Drop); then leaders come and go on
 // another session, with the connection cut while both wait. Both loops
-// must report every leader, and once they end at most one child watch is
-// left at the path.
+// must report every leader, and once they end at most one child watch per
+// loop is left at the path, whatever the four changes and two cuts did:
+// the loops wake on the same event and list at once, and two reads out at
+// once each set a watch (zkconn.Handle.ChildrenW). That took a loaded
+// machine: usually the test ends the loops before they list again.
 func TestReviewR80ObserveSharedChildrenFault(t *testing.T) {
 	t.Parallel()
 	for _, action := range []zktest.Action{zktest.Cut, zktest.Lose, zktest.Drop, zktest.Pass} {
@@ -76,7 +79,7 @@ func TestReviewR80ObserveSharedChildrenFault(t *testing.T) {
 			r66Flush(t, ctx, sess, "/")
 			for k, n := range zktest.ClientWatchTable(t, connOf(t, sess)) {
 				t.Logf("go-zookeeper holds %d %+v", n, k)
-				if n > 1 {
+				if n > 2 {
 					t.Errorf("go-zookeeper holds %d watches %+v", n, k)
 				}
 			}

@@ -98,7 +98,12 @@
 // its group get SIGTERM, then SIGKILL after the grace period, and dsync
 // waits for them (on Linux it adopts them as a child subreaper, so that it
 // can reap them). A process that leaves the group (setsid, setpgid) is not
-// covered.
+// covered. Once it has released the lock, dsync waits for the release to
+// reach ZooKeeper before it exits: if the connection dropped just then, it
+// waits for the next one (at most the session timeout and a second, or
+// until a signal that ends waits), so that the next in line does not wait
+// for the server to expire dsync's session. A wait given up (-timeout,
+// -try, a signal) ends the session without waiting.
 //
 // SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 received while CMD
 // runs are forwarded to its process group; dsync keeps the lock until the

@@ -72,8 +72,38 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 		return code
 	}
 	code = g.end(newChild(s, g, stdout, stderr).run(ctx, g.held, sigs))
-	sess.Close()
+	shutdown(ctx, sess, g.timeout, sigs)
 	return code
+}
+
+// shutdown closes sess once the release has reached the server (see
+// zkconn.Session.Shutdown): a release whose delete was cut with its
+// connection goes out again on the next one, rather than stay for the
+// server to expire with the session while others wait behind it. It waits
+// at most timeout, the session's (the server has let the session go by
+// then), and no longer once ctx is done or a signal that ends waits comes;
+// then Close takes a second at most.
+func shutdown(ctx context.Context, sess *zkconn.Session, timeout time.Duration, sigs <-chan os.Signal) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sess.Shutdown(ctx)
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		case sig := <-sigs:
+			switch kindOf(sig) {
+			case sigForward:
+				cancel()
+			case sigStop:
+				stopSelf()
+			}
+		}
+	}
 }
 
 // acquire connects and takes the lock (or leadership, or the run's lock),
@@ -116,7 +146,7 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 				// The signal may have come too late to stop the acquisition.
 				if r.g != nil {
 					r.g.end(128+signalNumber(sig), false)
-					r.sess.Close()
+					shutdown(ctx, r.sess, r.g.timeout, sigs)
 				}
 				fmt.Fprintf(stderr, "dsync: interrupted waiting for %s\n", s.path)
 				return nil, nil, 128 + signalNumber(sig)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -719,6 +720,14 @@ func (s *Session) isClosing() bool {
 // wakes every waiter with ErrClosed, and returns once every goroutine the
 // Session started has ended, the one in its logger last (see WithLogger).
 // It is idempotent and always returns nil.
+//
+// Close waits for no reconnection, and for no reply but the one to the end
+// of the session, a second at most. Requests written before it, such as the
+// deletes of releases, are applied before the session ends. But on a
+// connection that is down, or dead and not yet known to be, the server
+// cannot hear of the end: the session, and its nodes, then stay until the
+// server expires it, holding up whoever waits behind them. Shutdown waits
+// for a live connection first.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -737,6 +746,80 @@ func (s *Session) Close() error {
 		<-s.logsDone
 	})
 	return nil
+}
+
+// Shutdown closes the Session (see Close) once the server can hear of it:
+// while the connection is down and the session may still be alive, it
+// first waits for a reconnection or the session's end, then for the deletes
+// under way (Delete, and those of creates given up) to settle, then for a
+// round trip that proves the connection alive. So the nodes of releases
+// whose deletes were cut, and the session's other ephemeral nodes, go now
+// rather than when the server expires the session; unless the connection
+// drops in the moment between that round trip and Close's end of the
+// session. While no server can be reached, the wait lasts until the
+// session's end: up to the session timeout.
+//
+// If ctx ends before the wait does, Shutdown closes the Session all the
+// same (Close takes a second at most) and returns ctx's error; else nil.
+func (s *Session) Shutdown(ctx context.Context) error {
+	err := s.settle(ctx)
+	s.Close()
+	return err
+}
+
+// settle is Shutdown's wait: while the session is suspended, until it is up
+// again or lost (run gives it up at expireAt); then until the deletes under
+// way on its connection have settled, each by the session's end at the
+// latest; then for a round trip, as the state lags a dead connection by up
+// to two thirds of the session timeout (Do waits through its reconnection).
+// If the connection dropped meanwhile, it starts over. It returns ctx's
+// error if ctx ends first.
+func (s *Session) settle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		for s.gen != nil && !s.state.connected() {
+			changed := s.changed
+			s.mu.Unlock()
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			s.mu.Lock()
+		}
+		h := Handle{s: s, gen: s.gen, link: s.link}
+		s.mu.Unlock()
+		if h.gen == nil {
+			return nil // no session to end
+		}
+		w := h.gen.c.wire
+		w.mu.Lock()
+		pending := slices.Collect(maps.Values(w.pending))
+		w.mu.Unlock()
+		for _, ch := range pending {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		err := h.Do(ctx, func(c *zk.Conn) error {
+			_, err := c.Sync("/")
+			return err
+		})
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			return nil // the session is lost, or the Session closed
+		}
+		s.mu.Lock()
+		up := s.gen == h.gen && s.state.connected()
+		s.mu.Unlock()
+		if up {
+			return nil
+		}
+	}
 }
 
 // zkLogger routes go-zookeeper's log lines into slog at Debug, through

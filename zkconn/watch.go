@@ -171,7 +171,9 @@ func (h Handle) GetW(ctx context.Context, path string) ([]byte, *zk.Stat, *Watch
 // getChildren watch), and returns the node's stat. On error it returns no
 // Watch. Watches on one node's children share a watch, as GetW's do: a
 // caller that stops waiting (a canceled acquisition, an Observe loop that
-// ends) leaves at most one behind at the node.
+// ends) leaves at most one behind at the node, or one per read if several
+// went out at once while none was held (a read shares a watch only once
+// the request that set it has been answered).
 func (h Handle) ChildrenW(ctx context.Context, path string) ([]string, *zk.Stat, *Watch, error) {
 	var (
 		children []string
