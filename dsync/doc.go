@@ -103,7 +103,9 @@
 // waits for the next one (at most the session timeout and a second, or
 // until a signal that ends waits), so that the next in line does not wait
 // for the server to expire dsync's session. A wait given up (-timeout,
-// -try, a signal) ends the session without waiting.
+// -try, a signal) ends the session without waiting, so as to exit when
+// asked: with the connection down just then, its place in line stays until
+// the server expires the session.
 //
 // SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 received while CMD
 // runs are forwarded to its process group; dsync keeps the lock until the

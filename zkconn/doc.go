@@ -8,7 +8,10 @@
 // arriving or not; the session may be alive), Reconnected, Lost (expired, or disconnected past the session
 // timeout) and Closed, to any number of subscribers, without ever blocking the
 // client or dropping a transition. After a loss it carries on with a new
-// ZooKeeper session, so values made at start-up keep working.
+// ZooKeeper session, so values made at start-up keep working. Close ends
+// it at once; Shutdown first waits (within its ctx) until the server can
+// hear of the end, so that a release cut by a dropped connection goes out
+// again rather than wait for the session to expire.
 // It connects over plain TCP, or over TLS with WithTLS (ZooKeeper's
 // secureClientPort; a handshake every server refuses fails Dial at once with
 // ErrTLSHandshake).

@@ -37,7 +37,7 @@ func deadUnnoticed(t *testing.T, p *zktest.Proxy, h Handle, node string) <-chan 
 // the connection dead, and Close ends the session on the next one. Serial:
 // the state is checked before go-zookeeper notices.
 func TestReviewR83ShutdownDeadConnectionUnnoticed(t *testing.T) {
-	const T = 4 * time.Second
+	const T = 8 * time.Second // go-zookeeper notices after 2T/3: time to check the state before
 	p, s, h, obs, node := shutdownSetup(t, T)
 	probe := deadUnnoticed(t, p, h, node)
 	if st := s.State(); st != StateConnected {
@@ -80,7 +80,7 @@ func TestReviewR83ShutdownCutTwiceThenUnreachable(t *testing.T) {
 	defer sub.Stop()
 	f1 := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Cut)
 	h.Delete(node)
-	<-f1.Struck()
+	awaitStrike(t, f1, "the delete")
 	await(t, sub, StateSuspended, time.Minute)
 	f2 := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Cut)
 	done := make(chan error, 1)
