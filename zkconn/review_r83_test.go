@@ -78,27 +78,21 @@ func TestReviewR83ShutdownCutTwiceThenUnreachable(t *testing.T) {
 	p, s, h, _, node := shutdownSetup(t, T)
 	sub := s.Subscribe()
 	defer sub.Stop()
-	f1 := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Cut)
-	h.Delete(node)
-	awaitStrike(t, f1, "the delete")
+	cutDelete(t, p, h, node)
 	await(t, sub, StateSuspended, time.Minute)
 	f2 := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Cut)
-	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- s.Shutdown(context.Background()) }()
+	result := goShutdown(t, context.Background(), s)
 	awaitStrike(t, f2, "the retry")
 	p.Close()
-	select {
-	case err := <-done:
-		t.Logf("Shutdown = %v after %v", err, time.Since(start))
-		if err != nil {
-			t.Errorf("Shutdown = %v", err)
-		}
-		if d := time.Since(start); d > T+3*time.Second {
-			t.Errorf("Shutdown took %v, session timeout %v", d, T)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("Shutdown did not return within a minute")
+	err := result()
+	d := time.Since(start)
+	t.Logf("Shutdown = %v after %v", err, d)
+	if err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+	if d > T+3*time.Second {
+		t.Errorf("Shutdown took %v, session timeout %v", d, T)
 	}
 }
 
@@ -210,9 +204,7 @@ func TestReviewR83ShutdownGiveUpDropped(t *testing.T) {
 func TestReviewR83ShutdownDigestAuth(t *testing.T) {
 	t.Parallel()
 	p, s, h, obs, node := shutdownSetup(t, 4*time.Second, WithDigestAuth("r83", "secret"))
-	cut := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Cut)
-	h.Delete(node)
-	awaitStrike(t, cut, "the delete")
+	cutDelete(t, p, h, node)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {

@@ -58,25 +58,18 @@ func TestReviewR84ShutdownSyncBlackHoledCtx(t *testing.T) {
 	f := p.Strike(zktest.Match{Op: zktest.OpSync, Path: "/"}, zktest.BlackHole)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Shutdown(ctx) }()
+	result := goShutdown(t, ctx, s)
 	awaitStrike(t, f, "the sync")
 	cancel()
 	at := time.Now()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Shutdown = %v; want context.Canceled", err)
-		}
-		if d := time.Since(at); d > 1500*time.Millisecond {
-			t.Errorf("Shutdown returned %v after its ctx ended", d)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("Shutdown did not return within a minute of its ctx's end")
+	err := result()
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown = %v; want context.Canceled", err)
 	}
-	if st := s.State(); st != StateClosed {
-		t.Errorf("State after Shutdown = %v; want %v", st, StateClosed)
+	if d := time.Since(at); d > 1500*time.Millisecond {
+		t.Errorf("Shutdown returned %v after its ctx ended", d)
 	}
+	closed(t, s)
 }
 
 // TestReviewR84ShutdownSyncBlackHoledRecovers: the sync goes into a black
@@ -88,18 +81,13 @@ func TestReviewR84ShutdownSyncBlackHoledRecovers(t *testing.T) {
 	const T = 6 * time.Second
 	p, s, _, obs, node := shutdownSetup(t, T)
 	f := p.Strike(zktest.Match{Op: zktest.OpSync, Path: "/"}, zktest.BlackHole)
-	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- s.Shutdown(context.Background()) }()
+	result := goShutdown(t, context.Background(), s)
 	awaitStrike(t, f, "the sync")
-	select {
-	case err := <-done:
-		t.Logf("Shutdown = %v after %v (session timeout %v)", err, time.Since(start), T)
-		if err != nil {
-			t.Fatalf("Shutdown = %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("Shutdown did not return within a minute")
+	err := result()
+	t.Logf("Shutdown = %v after %v (session timeout %v)", err, time.Since(start), T)
+	if err != nil {
+		t.Fatalf("Shutdown = %v", err)
 	}
 	gone(t, obs, node, "after Shutdown")
 }
@@ -115,25 +103,15 @@ func TestReviewR84ShutdownSessionExpiresWhileSuspended(t *testing.T) {
 	p, s, h, obs, node := shutdownSetup(t, T)
 	sub := s.Subscribe()
 	defer sub.Stop()
-	cut := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Cut)
-	h.Delete(node)
-	awaitStrike(t, cut, "the delete")
+	cutDelete(t, p, h, node)
 	p.BlackHole()
-	done := make(chan error, 1)
-	go func() { done <- s.Shutdown(context.Background()) }()
+	result := goShutdown(t, context.Background(), s)
 	await(t, sub, StateLost, time.Minute)
 	p.Heal()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Shutdown = %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("Shutdown did not return within a minute of the loss")
+	if err := result(); err != nil {
+		t.Fatalf("Shutdown = %v", err)
 	}
-	if st := s.State(); st != StateClosed {
-		t.Errorf("State after Shutdown = %v; want %v", st, StateClosed)
-	}
+	closed(t, s)
 	// The server expires the session in its own time: the node goes then.
 	zktest.AwaitChildren(t, obs, node[:len(node)-2], 0)
 }

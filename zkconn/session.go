@@ -803,10 +803,7 @@ func (s *Session) settle(ctx context.Context) error {
 				return ctx.Err()
 			}
 		}
-		err := h.Do(ctx, func(c *zk.Conn) error {
-			_, err := c.Sync("/")
-			return err
-		})
+		err := h.Do(ctx, func(c *zk.Conn) error { return CatchUp(c, "/") })
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()

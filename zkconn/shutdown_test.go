@@ -51,6 +51,40 @@ func awaitStrike(t *testing.T, f *zktest.Fault, what string) {
 	}
 }
 
+// cutDelete starts h's delete of node and returns once the proxy has cut
+// its connection as the delete went out (the delete not applied).
+func cutDelete(t *testing.T, p *zktest.Proxy, h Handle, node string) {
+	t.Helper()
+	cut := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Cut)
+	h.Delete(node)
+	awaitStrike(t, cut, "the delete")
+}
+
+// goShutdown runs s.Shutdown(ctx) on a goroutine; result waits a minute at
+// most for what it returned.
+func goShutdown(t *testing.T, ctx context.Context, s *Session) (result func() error) {
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(ctx) }()
+	return func() error {
+		t.Helper()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatal("Shutdown did not return within a minute")
+			return nil
+		}
+	}
+}
+
+// closed fails the test unless s is closed.
+func closed(t *testing.T, s *Session) {
+	t.Helper()
+	if st := s.State(); st != StateClosed {
+		t.Errorf("State after Shutdown = %v; want %v", st, StateClosed)
+	}
+}
+
 // gone fails the test unless the node at path is gone now.
 func gone(t *testing.T, obs *zk.Conn, path, when string) {
 	t.Helper()
@@ -68,9 +102,7 @@ func gone(t *testing.T, obs *zk.Conn, path, when string) {
 func TestShutdownSettlesCutDelete(t *testing.T) {
 	t.Parallel()
 	p, s, h, obs, node := shutdownSetup(t, 20*time.Second)
-	cut := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Cut)
-	h.Delete(node)
-	awaitStrike(t, cut, "the delete")
+	cutDelete(t, p, h, node)
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown = %v", err)
 	}
@@ -100,38 +132,21 @@ func TestShutdownUnreachable(t *testing.T) {
 	t.Run("session ends", func(t *testing.T) {
 		t.Parallel()
 		s, sub := unreachable(t, 2*time.Second)
-		done := make(chan error, 1)
-		go func() { done <- s.Shutdown(context.Background()) }()
+		result := goShutdown(t, context.Background(), s)
 		await(t, sub, StateLost, time.Minute)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Shutdown = %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("Shutdown did not return within a minute of the session's loss")
+		if err := result(); err != nil {
+			t.Fatalf("Shutdown = %v", err)
 		}
-		if st := s.State(); st != StateClosed {
-			t.Errorf("State after Shutdown = %v; want %v", st, StateClosed)
-		}
+		closed(t, s)
 	})
 	t.Run("ctx ends", func(t *testing.T) {
 		t.Parallel()
 		s, _ := unreachable(t, 20*time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- s.Shutdown(ctx) }()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("Shutdown = %v; want context.DeadlineExceeded", err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("Shutdown did not return within a minute of its ctx's end")
+		if err := goShutdown(t, ctx, s)(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown = %v; want context.DeadlineExceeded", err)
 		}
-		if st := s.State(); st != StateClosed {
-			t.Errorf("State after Shutdown = %v; want %v", st, StateClosed)
-		}
+		closed(t, s)
 	})
 }
