@@ -105,7 +105,8 @@
 // for the server to expire dsync's session. A wait given up (-timeout,
 // -try, a signal) ends the session without waiting, so as to exit when
 // asked: with the connection down just then, its place in line stays until
-// the server expires the session.
+// the server expires the session. (A lock won just as the signal came is
+// released, and that waited for as above; a second signal cuts it short.)
 //
 // SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 received while CMD
 // runs are forwarded to its process group; dsync keeps the lock until the
