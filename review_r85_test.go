@@ -9,6 +9,7 @@ import (
 	"github.com/dsync-go/dsync"
 	"github.com/dsync-go/dsync/zkconn"
 	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // r85Shutdown runs s.Shutdown(ctx), failing the test if it does not return
@@ -20,15 +21,24 @@ func r85Shutdown(t *testing.T, ctx context.Context, s *zkconn.Session) error {
 	return reviewRecv(t, "Shutdown", done)
 }
 
+// r85Sessions returns a fresh path, an observer, and two Sessions: a
+// through addr (a proxy, or the shared server) with session timeout ta, b
+// to the shared server with one no test here reaches.
+func r85Sessions(t *testing.T, addr string, ta time.Duration) (path string, obs *zk.Conn, a, b *zkconn.Session) {
+	t.Helper()
+	path = lockPath(t)
+	obs = observer(t, shared.Addr())
+	a = dial(t, []string{addr}, zkconn.WithSessionTimeout(ta))
+	b = dial(t, []string{shared.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
+	return path, obs, a, b
+}
+
 // TestReviewR85ShutdownEndsHold: Shutdown with a hold not released ends the
 // hold: its context is canceled, its node goes at once, another session
 // takes the lock, and a late Unlock returns.
 func TestReviewR85ShutdownEndsHold(t *testing.T) {
 	t.Parallel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
-	a := dial(t, []string{shared.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
-	b := dial(t, []string{shared.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
+	path, obs, a, b := r85Sessions(t, shared.Addr(), 20*time.Second)
 	ma, mb := dsync.NewMutex(a, path), dsync.NewMutex(b, path)
 	held, err := ma.LockContext(context.Background())
 	if err != nil {
@@ -74,10 +84,7 @@ func TestReviewR85ShutdownEndsHold(t *testing.T) {
 // holder's release afterwards finds nobody behind it.
 func TestReviewR85ShutdownWhileWaiting(t *testing.T) {
 	t.Parallel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
-	a := dial(t, []string{shared.Addr()})
-	b := dial(t, []string{shared.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
+	path, obs, a, b := r85Sessions(t, shared.Addr(), 20*time.Second)
 	ma, mb := dsync.NewMutex(a, path), dsync.NewMutex(b, path)
 	if _, err := ma.LockContext(context.Background()); err != nil {
 		t.Fatal(err)
@@ -110,11 +117,8 @@ func TestReviewR85ShutdownWhileWaiting(t *testing.T) {
 // another session takes the lock at once.
 func TestReviewR85ShutdownAcquirerCreateBlackHoled(t *testing.T) {
 	t.Parallel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())
-	a := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second))
-	b := dial(t, []string{shared.Addr()})
+	path, obs, a, b := r85Sessions(t, p.Addr(), 6*time.Second) // noticed dead after 4s
 	ma, mb := dsync.NewMutex(a, path), dsync.NewMutex(b, path)
 	f := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: path + "/", Prefix: true}, zktest.BlackHole)
 	type res struct {
@@ -151,10 +155,7 @@ func TestReviewR85ShutdownAcquirerCreateBlackHoled(t *testing.T) {
 // lease nor its internal lock node is left.
 func TestReviewR85ShutdownWeightedInternalMutex(t *testing.T) {
 	t.Parallel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
-	a := dial(t, []string{shared.Addr()})
-	b := dial(t, []string{shared.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
+	path, obs, a, b := r85Sessions(t, shared.Addr(), 20*time.Second)
 	wa, wb := dsync.NewWeighted(a, path, 1), dsync.NewWeighted(b, path, 1)
 	if err := wa.Acquire(context.Background(), 1); err != nil {
 		t.Fatal(err)
@@ -192,11 +193,8 @@ func TestReviewR85ShutdownWeightedInternalMutex(t *testing.T) {
 // session takes the lock at once.
 func TestReviewR85ShutdownReleaseBehindBlackHoledSync(t *testing.T) {
 	t.Parallel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
 	p := zktest.NewProxy(t, shared.Addr())
-	a := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second))
-	b := dial(t, []string{shared.Addr()})
+	path, obs, a, b := r85Sessions(t, p.Addr(), 6*time.Second) // noticed dead after 4s
 	ma, mb := dsync.NewMutex(a, path), dsync.NewMutex(b, path)
 	held, err := ma.LockContext(context.Background())
 	if err != nil {
