@@ -335,7 +335,12 @@ func (v *Value[T]) Watch(ctx context.Context) iter.Seq2[Versioned[T], error] {
 				}
 			}
 			_, err = h.Wait(ctx, watch)
-			v.watched.forget(watch)
+			if err == nil {
+				// Only a watch that fired is dropped from v.watched: one
+				// left set when this loop's ctx ended is shared on, or a
+				// loop that ends so leaves a watch behind in go-zookeeper.
+				v.watched.forget(watch)
+			}
 			switch {
 			case ctx.Err() != nil:
 				return
