@@ -218,8 +218,9 @@ func (ml *MultiLock) LockContext(ctx context.Context) (context.Context, error) {
 // TryLockContext locks every member if none is held by others (here or
 // elsewhere), without waiting for them, and returns the hold context as
 // LockContext does. If one is held, it releases those it took and returns
-// an error wrapping ErrWouldBlock that names the held path; ctx bounds the
-// requests to ZooKeeper.
+// an error wrapping ErrWouldBlock that names the held path; if ml itself is
+// held in this process, it returns ErrWouldBlock before anything is sent.
+// ctx bounds the requests to ZooKeeper.
 func (ml *MultiLock) TryLockContext(ctx context.Context) (context.Context, error) {
 	return ml.lock(ctx, false)
 }

@@ -162,6 +162,9 @@ func TestMultiLockAllOrNone(t *testing.T) {
 			if a.TryLock() || b.TryLock() || c.TryLock() {
 				t.Fatal("a member locked (in this process) while the MultiLock holds it")
 			}
+			if _, err := ml.TryLockContext(context.Background()); err != dsync.ErrWouldBlock {
+				t.Fatalf("TryLockContext while the MultiLock holds = %v; want ErrWouldBlock", err)
+			}
 			a2, b2, c2 := multiMembers(other, path)
 			if a2.TryLock() || b2.TryLock() || c2.TryLock() {
 				t.Fatal("a member's path locked by another session while the MultiLock holds it")

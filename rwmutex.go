@@ -438,8 +438,8 @@ func (r *rlocker) Lock()   { (*RWMutex)(r).RLock() }
 func (r *rlocker) Unlock() { (*RWMutex)(r).RUnlock() }
 
 // Token returns the fencing token of the write hold (see Mutex.Token), or
-// of the newest read hold when rw is not locked for writing; 0 if rw is not
-// held here.
+// of the newest read hold when rw is not locked for writing (a MultiLock's,
+// through RLocker, when no other is left); 0 if rw is not held here.
 func (rw *RWMutex) Token() int64 {
 	if t := rw.w.Token(); t != 0 {
 		return t
@@ -451,7 +451,8 @@ func (rw *RWMutex) Token() int64 {
 }
 
 // Revoked returns Revoked(held) for rw's write hold, or else for its newest
-// read hold; nil if rw is not held here (see Mutex.Revoked).
+// read hold (as Token picks it); nil if rw is not held here (see
+// Mutex.Revoked).
 func (rw *RWMutex) Revoked() <-chan struct{} {
 	if ch := rw.w.Revoked(); ch != nil {
 		return ch
@@ -462,12 +463,17 @@ func (rw *RWMutex) Revoked() <-chan struct{} {
 	return nil
 }
 
-// newestRead returns the read hold RUnlock would end next, or nil.
+// newestRead returns the read hold RUnlock would end next, or else the
+// newest read hold of a MultiLock (RLocker), whose Token and Revoked are
+// rw's (see MultiLock); nil if there is none.
 func (rw *RWMutex) newestRead() *hold {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	if n := len(rw.reads); n > 0 {
 		return rw.reads[n-1]
+	}
+	if n := len(rw.members); n > 0 {
+		return rw.members[n-1]
 	}
 	return nil
 }
