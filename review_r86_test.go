@@ -103,11 +103,7 @@ func r86Then(t *testing.T, obs *zk.Conn, path string, x, version int32, seen ...
 // writes, with one watch channel on the node throughout.
 func TestReviewR86WatchSharedOneLoopExits(t *testing.T) {
 	t.Parallel()
-	path := valuePath(t) + "/count"
-	obs := observer(t, shared.Addr())
-	createRaw(t, obs, path, []byte{0, 0, 0, 1})
-	s := dial(t, []string{shared.Addr()})
-	c := dsync.NewCount(s, path, 1)
+	_, s, c, obs, path := r38Count(t)
 	conn := connOf(t, s)
 	aSeen, _, _ := r86Loop(t, c)
 	r86Want(t, "A", aSeen, 1, 0)
@@ -191,11 +187,7 @@ func TestReviewR86WatchNodeDeletedWhileShared(t *testing.T) {
 // returns as soon as its ctx ends. Once the connection is back A yields.
 func TestReviewR86WatchCtxEndsWhileOtherHoldsTurn(t *testing.T) {
 	t.Parallel()
-	path := valuePath(t) + "/count"
-	obs := observer(t, shared.Addr())
-	createRaw(t, obs, path, []byte{0, 0, 0, 1})
-	p := zktest.NewProxy(t, shared.Addr())
-	c := dsync.NewCount(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second)), path, 1)
+	p, _, c, _, path := r38Count(t)
 	f := p.Strike(zktest.Match{Op: zktest.OpGetData, Path: path}, zktest.BlackHole)
 	defer f.Disarm()
 	a, _, _ := r86Loop(t, c)
@@ -269,48 +261,55 @@ func TestReviewR86WatchSeedCreateFaults(t *testing.T) {
 	}
 }
 
-// r86Once returns a fresh path, an observer, a Once there on a Session
-// through a proxy (a session timeout no test step reaches), and a Once on
-// the same path on a Session straight to the server.
-func r86Once(t *testing.T) (path string, obs *zk.Conn, p *zktest.Proxy, a, b *dsync.Once) {
-	t.Helper()
-	path = lockPath(t)
-	obs = observer(t, shared.Addr())
-	p = zktest.NewProxy(t, shared.Addr())
-	a = dsync.NewOnce(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second)), path)
-	b = dsync.NewOnce(dial(t, []string{shared.Addr()}), path)
-	return path, obs, p, a, b
+// An r86Onces is a fresh path, an observer, a Once there on a Session
+// through a proxy (a session timeout no test step reaches), a Once on the
+// same path on a Session straight to the server, and a run for them that
+// counts its calls.
+type r86Onces struct {
+	path string
+	obs  *zk.Conn
+	p    *zktest.Proxy
+	a, b *dsync.Once
+	runs atomic.Int32
 }
+
+func r86Once(t *testing.T) *r86Onces {
+	t.Helper()
+	o := &r86Onces{path: lockPath(t), obs: observer(t, shared.Addr()), p: zktest.NewProxy(t, shared.Addr())}
+	o.a = dsync.NewOnce(dial(t, []string{o.p.Addr()}, zkconn.WithSessionTimeout(20*time.Second)), o.path)
+	o.b = dsync.NewOnce(dial(t, []string{shared.Addr()}), o.path)
+	return o
+}
+
+// f is the run: it counts its calls and succeeds.
+func (o *r86Onces) f(context.Context) error { o.runs.Add(1); return nil }
 
 // TestReviewR86OnceRecordFaults: the record's multi is cut (not applied:
 // sent again once decided) or applied with its reply lost (decided
-// written): Do returns nil, f ran once, the record is there, and a second
+// written): Do returns nil, f ran once, the record is there, and o.a second
 // Do does not run f.
 func TestReviewR86OnceRecordFaults(t *testing.T) {
 	t.Parallel()
 	for _, action := range []zktest.Action{zktest.Cut, zktest.Lose} {
 		t.Run(action.String(), func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path, obs, p, a, b := r86Once(t)
-			var runs atomic.Int32
-			f := func(context.Context) error { runs.Add(1); return nil }
-			fault := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: path + "/done"}, action)
+			ctx := valueCtx(t)
+			o := r86Once(t)
+			fault := o.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: o.path + "/done"}, action)
 			defer fault.Disarm()
 			res := make(chan error, 1)
-			go func() { res <- a.Do(ctx, f) }()
+			go func() { res <- o.a.Do(ctx, o.f) }()
 			reStruck(t, fault, res)
 			if err := reviewRecv(t, "Do", res); err != nil {
 				t.Fatalf("Do with its record %s = %v; want nil", action, err)
 			}
-			if err := b.Do(ctx, f); err != nil || runs.Load() != 1 {
-				t.Fatalf("another Do = %v, f ran %d times; want nil, once", err, runs.Load())
+			if err := o.b.Do(ctx, o.f); err != nil || o.runs.Load() != 1 {
+				t.Fatalf("another Do = %v, f ran %d times; want nil, once", err, o.runs.Load())
 			}
-			if done, err := b.Done(ctx); err != nil || !done {
+			if done, err := o.b.Done(ctx); err != nil || !done {
 				t.Fatalf("Done = %v, %v; want true", done, err)
 			}
-			awaitChildren(t, obs, path+"/lock", 0)
+			awaitChildren(t, o.obs, o.path+"/lock", 0)
 		})
 	}
 }
@@ -322,28 +321,25 @@ func TestReviewR86OnceRecordFaults(t *testing.T) {
 // runs f again: f ran twice, for two successes with a Reset between.
 func TestReviewR86OnceRecordLostThenReset(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path, _, p, a, b := r86Once(t)
-	var runs atomic.Int32
-	f := func(context.Context) error { runs.Add(1); return nil }
-	fault := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: path + "/done"}, zktest.Drop)
+	ctx := valueCtx(t)
+	o := r86Once(t)
+	fault := o.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: o.path + "/done"}, zktest.Drop)
 	defer fault.Disarm()
 	res := make(chan error, 1)
-	go func() { res <- a.Do(ctx, f) }()
+	go func() { res <- o.a.Do(ctx, o.f) }()
 	reStruck(t, fault, res)
-	if err := b.Reset(ctx); err != nil {
+	if err := o.b.Reset(ctx); err != nil {
 		t.Fatalf("Reset = %v", err)
 	}
-	p.Cut() // the Do's reply can no longer come
+	o.p.Cut() // the Do's reply can no longer come
 	if err := reviewRecv(t, "Do", res); err != nil {
 		t.Fatalf("Do = %v; want nil (its record was written, then deleted by the Reset)", err)
 	}
-	if done, err := b.Done(ctx); err != nil || done {
+	if done, err := o.b.Done(ctx); err != nil || done {
 		t.Fatalf("Done after the Reset = %v, %v; want false (the record not written again)", done, err)
 	}
-	if err := b.Do(ctx, f); err != nil || runs.Load() != 2 {
-		t.Fatalf("Do after the Reset = %v, f ran %d times; want nil, twice", err, runs.Load())
+	if err := o.b.Do(ctx, o.f); err != nil || o.runs.Load() != 2 {
+		t.Fatalf("Do after the Reset = %v, f ran %d times; want nil, twice", err, o.runs.Load())
 	}
 }
 
@@ -353,30 +349,26 @@ func TestReviewR86OnceRecordLostThenReset(t *testing.T) {
 // process's Do runs f, once.
 func TestReviewR86OnceCtxEndsAtCatchUp(t *testing.T) {
 	t.Parallel()
-	path, obs, p, a, b := r86Once(t)
-	var runs atomic.Int32
-	f := func(context.Context) error { runs.Add(1); return nil }
-	fault := p.Strike(zktest.Match{Op: zktest.OpSync, Path: path}, zktest.BlackHole)
+	o := r86Once(t)
+	fault := o.p.Strike(zktest.Match{Op: zktest.OpSync, Path: o.path}, zktest.BlackHole)
 	defer fault.Disarm()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := make(chan error, 1)
-	go func() { res <- a.Do(ctx, f) }()
+	go func() { res <- o.a.Do(ctx, o.f) }()
 	reStruck(t, fault, res)
 	cancel()
 	if err := reviewRecv(t, "Do after its ctx ended", res); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do = %v; want context.Canceled", err)
 	}
-	if n := runs.Load(); n != 0 {
+	if n := o.runs.Load(); n != 0 {
 		t.Fatalf("f ran %d times; want 0", n)
 	}
-	p.Heal()
-	bctx, bcancel := context.WithTimeout(context.Background(), reviewBound)
-	defer bcancel()
-	if err := b.Do(bctx, f); err != nil || runs.Load() != 1 {
-		t.Fatalf("the other Do = %v, f ran %d times; want nil, once", err, runs.Load())
+	o.p.Heal()
+	if err := o.b.Do(valueCtx(t), o.f); err != nil || o.runs.Load() != 1 {
+		t.Fatalf("the other Do = %v, f ran %d times; want nil, once", err, o.runs.Load())
 	}
-	awaitChildren(t, obs, path+"/lock", 0)
+	awaitChildren(t, o.obs, o.path+"/lock", 0)
 }
 
 // TestReviewR86OnceResetDeleteFaultsThenDo: Reset's delete is cut (sent
@@ -387,29 +379,26 @@ func TestReviewR86OnceResetDeleteFaultsThenDo(t *testing.T) {
 	for _, action := range []zktest.Action{zktest.Cut, zktest.Lose} {
 		t.Run(action.String(), func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path, obs, p, a, b := r86Once(t)
-			var runs atomic.Int32
-			f := func(context.Context) error { runs.Add(1); return nil }
-			if err := b.Do(ctx, f); err != nil {
+			ctx := valueCtx(t)
+			o := r86Once(t)
+			if err := o.b.Do(ctx, o.f); err != nil {
 				t.Fatal(err)
 			}
-			fault := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/done"}, action)
+			fault := o.p.Strike(zktest.Match{Op: zktest.OpDelete, Path: o.path + "/done"}, action)
 			defer fault.Disarm()
 			res := make(chan error, 1)
-			go func() { res <- a.Reset(ctx) }()
+			go func() { res <- o.a.Reset(ctx) }()
 			reStruck(t, fault, res)
 			if err := reviewRecv(t, "Reset", res); err != nil {
 				t.Fatalf("Reset with its delete %s = %v; want nil", action, err)
 			}
-			if done, err := b.Done(ctx); err != nil || done {
+			if done, err := o.b.Done(ctx); err != nil || done {
 				t.Fatalf("Done after Reset = %v, %v; want false", done, err)
 			}
-			if err := b.Do(ctx, f); err != nil || runs.Load() != 2 {
-				t.Fatalf("Do after Reset = %v, f ran %d times; want nil, twice", err, runs.Load())
+			if err := o.b.Do(ctx, o.f); err != nil || o.runs.Load() != 2 {
+				t.Fatalf("Do after Reset = %v, f ran %d times; want nil, twice", err, o.runs.Load())
 			}
-			awaitChildren(t, obs, path+"/lock", 0)
+			awaitChildren(t, o.obs, o.path+"/lock", 0)
 		})
 	}
 }
@@ -418,11 +407,7 @@ func TestReviewR86OnceResetDeleteFaultsThenDo(t *testing.T) {
 // loops share the watch: each yields one error wrapping ErrClosed and ends.
 func TestReviewR86WatchSharedSessionClosed(t *testing.T) {
 	t.Parallel()
-	path := valuePath(t) + "/count"
-	obs := observer(t, shared.Addr())
-	createRaw(t, obs, path, []byte{0, 0, 0, 1})
-	s := dial(t, []string{shared.Addr()})
-	c := dsync.NewCount(s, path, 1)
+	_, s, c, _, _ := r38Count(t)
 	a, _, aEnded := r86Loop(t, c)
 	r86Want(t, "A", a, 1, 0)
 	b, _, bEnded := r86Loop(t, c)

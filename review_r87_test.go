@@ -17,26 +17,6 @@ import (
 // Review round 87: RWMutex (with downgrade), MultiLock, SemaphoreMutex,
 // over the waiting core of rounds 63–81.
 
-// r87Pending fails if ch has a result: what sent it must still wait.
-func r87Pending(t *testing.T, what string, ch <-chan rvResult) {
-	t.Helper()
-	select {
-	case r := <-ch:
-		t.Fatalf("%s returned (err %v) while it must wait", what, r.err)
-	default:
-	}
-}
-
-// r87Held receives a lock call's result within the bound, failing on error.
-func r87Held(t *testing.T, what string, ch <-chan rvResult) context.Context {
-	t.Helper()
-	r := reviewRecv(t, what, ch)
-	if r.err != nil {
-		t.Fatalf("%s: %v", what, r.err)
-	}
-	return r.held
-}
-
 // r87Struck waits until f has struck, within the bound. A result on res
 // first is a failure unless the fault has struck too (a Cut cancels a hold
 // at once, and may end the call as it strikes); it is then put back on the
@@ -83,10 +63,7 @@ func r87Other(t *testing.T, kids []string, known ...string) string {
 // watch) is left at the end.
 func TestReviewR87WriterGivesUpReadersProceed(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+	ctx, path, obs := r45Start(t)
 	rw := func() *dsync.RWMutex { return dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path) }
 	r0, w, r1, r2, w2 := rw(), rw(), rw(), rw(), rw()
 	h0, err := r0.RLockContext(ctx)
@@ -102,16 +79,16 @@ func TestReviewR87WriterGivesUpReadersProceed(t *testing.T) {
 	awaitChildren(t, obs, path, 4)
 	w2res := rvGo(ctx, w2.LockContext)
 	awaitChildren(t, obs, path, 5)
-	r87Pending(t, "reader 1 behind a waiting writer", res1)
-	r87Pending(t, "reader 2 behind a waiting writer", res2)
+	rvWaits(t, res1, "reader 1 behind a waiting writer")
+	rvWaits(t, res2, "reader 2 behind a waiting writer")
 	wcancel()
 	if r := reviewRecv(t, "the writer that gives up", wres); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("writer's LockContext = %v; want context.Canceled", r.err)
 	}
-	h1 := r87Held(t, "reader 1 once the writer gave up", res1)
-	h2 := r87Held(t, "reader 2 once the writer gave up", res2)
+	h1 := rvHeld(t, res1, "reader 1 once the writer gave up")
+	h2 := rvHeld(t, res2, "reader 2 once the writer gave up")
 	awaitChildren(t, obs, path, 4)
-	r87Pending(t, "the writer behind three read holds", w2res)
+	rvWaits(t, w2res, "the writer behind three read holds")
 	for _, h := range []context.Context{h0, h1, h2} {
 		if h.Err() != nil {
 			t.Fatalf("a read hold ended: %v", context.Cause(h))
@@ -120,9 +97,9 @@ func TestReviewR87WriterGivesUpReadersProceed(t *testing.T) {
 	r0.RUnlock()
 	r1.RUnlock()
 	awaitChildren(t, obs, path, 2)
-	r87Pending(t, "the writer behind a read hold", w2res)
+	rvWaits(t, w2res, "the writer behind a read hold")
 	r2.RUnlock()
-	r87Held(t, "the writer once the read holds ended", w2res)
+	rvHeld(t, w2res, "the writer once the read holds ended")
 	w2.Unlock()
 	awaitChildren(t, obs, path, 0)
 	r38NoWatches(t, path, obs)
@@ -140,10 +117,7 @@ func TestReviewR87ReaderFollowFault(t *testing.T) {
 	for _, action := range []zktest.Action{zktest.Cut, zktest.Lose, zktest.Drop} {
 		t.Run(action.String(), func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path := lockPath(t)
-			obs := observer(t, shared.Addr())
+			ctx, path, obs := r45Start(t)
 			w1 := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path)
 			if _, err := w1.LockContext(ctx); err != nil {
 				t.Fatal(err)
@@ -158,16 +132,16 @@ func TestReviewR87ReaderFollowFault(t *testing.T) {
 			w2 := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path)
 			w2res := rvGo(ctx, w2.LockContext)
 			awaitChildren(t, obs, path, 3)
-			r87Pending(t, "reader behind the write hold", rres)
+			rvWaits(t, rres, "reader behind the write hold")
 			w1.Unlock()
-			rh := r87Held(t, "reader after the write hold's Unlock", rres)
+			rh := rvHeld(t, rres, "reader after the write hold's Unlock")
 			awaitChildren(t, obs, path, 2)
-			r87Pending(t, "writer behind the read hold", w2res)
+			rvWaits(t, w2res, "writer behind the read hold")
 			if rh.Err() != nil {
 				t.Fatalf("read hold ended: %v", context.Cause(rh))
 			}
 			r.RUnlock()
-			r87Held(t, "writer after RUnlock", w2res)
+			rvHeld(t, w2res, "writer after RUnlock")
 			w2.Unlock()
 			awaitChildren(t, obs, path, 0)
 			r38NoWatches(t, path, obs)
@@ -182,10 +156,7 @@ func TestReviewR87ReaderFollowFault(t *testing.T) {
 // Unlock afterwards returns; and the RWMutex works on the next session.
 func TestReviewR87DowngradeSessionExpires(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+	ctx, path, obs := r45Start(t)
 	p := zktest.NewProxy(t, shared.Addr())
 	x := dsync.NewRWMutex(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(4*time.Second)), path)
 	wh, err := x.LockContext(ctx)
@@ -200,7 +171,7 @@ func TestReviewR87DowngradeSessionExpires(t *testing.T) {
 	dres := rvGo(wh, x.RLockContext)
 	dres = r87Struck(t, f, dres)
 	p.BlackHole() // every connection from here on: the session expires
-	r87Held(t, "writer 2 after the holder's session expired", w2res)
+	rvHeld(t, w2res, "writer 2 after the holder's session expired")
 	p.Heal()
 	r := reviewRecv(t, "downgrade", dres)
 	if r.err == nil {
@@ -241,10 +212,7 @@ func TestReviewR87DowngradeSessionExpires(t *testing.T) {
 // (no read hold left to wait for: TryLock after the writer).
 func TestReviewR87MultiLockRLockerGiveUp(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+	ctx, path, obs := r45Start(t)
 	s := dial(t, []string{shared.Addr()})
 	ra, mb := dsync.NewRWMutex(s, path+"/a"), dsync.NewMutex(s, path+"/b")
 	ob := dsync.NewMutex(dial(t, []string{shared.Addr()}), path+"/b")
@@ -259,12 +227,12 @@ func TestReviewR87MultiLockRLockerGiveUp(t *testing.T) {
 	wa := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path+"/a")
 	wres := rvGo(ctx, wa.LockContext)
 	awaitChildren(t, obs, path+"/a", 2)
-	r87Pending(t, "writer behind the MultiLock's read node", wres)
+	rvWaits(t, wres, "writer behind the MultiLock's read node")
 	mcancel()
 	if r := reviewRecv(t, "MultiLock", mres); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("MultiLock = %v; want context.Canceled", r.err)
 	}
-	r87Held(t, "writer after the MultiLock gave up", wres)
+	rvHeld(t, wres, "writer after the MultiLock gave up")
 	awaitChildren(t, obs, path+"/a", 1)
 	awaitChildren(t, obs, path+"/b", 1)
 	wa.Unlock()
@@ -285,10 +253,7 @@ func TestReviewR87MultiLockRLockerGiveUp(t *testing.T) {
 // members are free in the process (TryLock).
 func TestReviewR87MultiLockMemberFailsAfterOthers(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+	ctx, path, obs := r45Start(t)
 	s := dial(t, []string{shared.Addr()})
 	closed := dial(t, []string{shared.Addr()})
 	closed.Close()
@@ -317,10 +282,7 @@ func TestReviewR87MultiLockMemberFailsAfterOthers(t *testing.T) {
 // Unlock, a MultiLock's second Unlock.
 func TestReviewR87Misuse(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+	ctx, path, obs := r45Start(t)
 	s := dial(t, []string{shared.Addr()})
 	rw := dsync.NewRWMutex(s, path+"/a")
 	panics := func(what string, f func()) {
@@ -373,10 +335,7 @@ func TestReviewR87OperatorDeletesWaitingNodes(t *testing.T) {
 	for _, kind := range []string{"reader", "writer"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path := lockPath(t)
-			obs := observer(t, shared.Addr())
+			ctx, path, obs := r45Start(t)
 			rw := func() *dsync.RWMutex { return dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path) }
 			w1, x, w3 := rw(), rw(), rw()
 			if _, err := w1.LockContext(ctx); err != nil {
@@ -395,12 +354,12 @@ func TestReviewR87OperatorDeletesWaitingNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			awaitChildren(t, obs, path, 3) // x queued again, behind w3
-			r87Pending(t, "x after its node's deletion", xres)
+			rvWaits(t, xres, "x after its node's deletion")
 			w1.Unlock()
-			r87Held(t, "w3 after w1's Unlock", w3res)
-			r87Pending(t, "x behind w3", xres)
+			rvHeld(t, w3res, "w3 after w1's Unlock")
+			rvWaits(t, xres, "x behind w3")
 			w3.Unlock()
-			r87Held(t, "x after w3's Unlock", xres)
+			rvHeld(t, xres, "x after w3's Unlock")
 			if kind == "reader" {
 				x.RUnlock()
 			} else {
@@ -442,10 +401,7 @@ func TestReviewR87DowngradeWatchFault(t *testing.T) {
 		action := tc.action
 		t.Run(fmt.Sprintf("%v/policy%d/multi=%v", action, tc.policy, tc.multi), func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path := lockPath(t)
-			obs := observer(t, shared.Addr())
+			ctx, path, obs := r45Start(t)
 			p := zktest.NewProxy(t, shared.Addr())
 			x := dsync.NewRWMutex(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second)), path,
 				dsync.WithLossPolicy(tc.policy))
@@ -472,15 +428,15 @@ func TestReviewR87DowngradeWatchFault(t *testing.T) {
 			if r.err == nil {
 				t.Logf("read hold: %v", context.Cause(r.held))
 			}
-			r87Pending(t, "writer 2", w2res)
+			rvWaits(t, w2res, "writer 2")
 			x.Unlock()
 			if r.err == nil {
 				if r.held.Err() == nil {
-					r87Pending(t, "writer 2 behind the downgrade's read hold", w2res)
+					rvWaits(t, w2res, "writer 2 behind the downgrade's read hold")
 				}
 				x.RUnlock()
 			}
-			r87Held(t, "writer 2", w2res)
+			rvHeld(t, w2res, "writer 2")
 			if kids := children(t, obs, path); len(kids) != 1 || kids[0] != second {
 				t.Errorf("children while writer 2 holds = %v; want %s only", kids, second)
 			}
@@ -503,10 +459,7 @@ const r87Bound = 2 * time.Second
 func TestReviewR87CtxBoundsBlackHoled(t *testing.T) {
 	for _, tc := range []string{"create", "relist", "multi"} {
 		t.Run(tc, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path := lockPath(t)
-			obs := observer(t, shared.Addr())
+			ctx, path, obs := r45Start(t)
 			p := zktest.NewProxy(t, shared.Addr())
 			s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(20*time.Second))
 			w1 := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path+"/r")
@@ -598,10 +551,7 @@ func TestReviewR87WriterGivesUpAtCreate(t *testing.T) {
 	for _, action := range []zktest.Action{zktest.Lose, zktest.Drop, zktest.Cut} {
 		t.Run(action.String(), func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path := lockPath(t)
-			obs := observer(t, shared.Addr())
+			ctx, path, obs := r45Start(t)
 			r0 := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path)
 			if _, err := r0.RLockContext(ctx); err != nil {
 				t.Fatal(err)
@@ -620,14 +570,14 @@ func TestReviewR87WriterGivesUpAtCreate(t *testing.T) {
 				awaitChildren(t, obs, path, 2)
 				r1res = rvGo(ctx, r1.RLockContext)
 				awaitChildren(t, obs, path, 3)
-				r87Pending(t, "reader behind the writer's node", r1res)
+				rvWaits(t, r1res, "reader behind the writer's node")
 			}
 			wcancel()
 			if r := reviewRecv(t, "writer", wres); !errors.Is(r.err, context.Canceled) {
 				t.Fatalf("writer = %v; want context.Canceled", r.err)
 			}
 			if made {
-				r87Held(t, "reader once the writer gave up", r1res)
+				rvHeld(t, r1res, "reader once the writer gave up")
 				awaitChildren(t, obs, path, 2)
 				r1.RUnlock()
 			}
@@ -636,9 +586,9 @@ func TestReviewR87WriterGivesUpAtCreate(t *testing.T) {
 			}
 			wres = rvGo(ctx, w.LockContext)
 			awaitChildren(t, obs, path, 2)
-			r87Pending(t, "writer behind the read hold", wres)
+			rvWaits(t, wres, "writer behind the read hold")
 			r0.RUnlock()
-			r87Held(t, "writer after RUnlock", wres)
+			rvHeld(t, wres, "writer after RUnlock")
 			w.Unlock()
 			awaitChildren(t, obs, path, 0)
 		})
@@ -654,10 +604,7 @@ func TestReviewR87WriterGivesUpAtCreate(t *testing.T) {
 // the locks again.
 func TestReviewR87MultiLockCutWhileHeld(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+	ctx, path, obs := r45Start(t)
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second))
 	wa, rb, sc := dsync.NewRWMutex(s, path+"/a"), dsync.NewRWMutex(s, path+"/b"), dsync.NewSemaphoreMutex(s, path+"/c")
@@ -697,10 +644,7 @@ func TestReviewR87MultiLockCutWhileHeld(t *testing.T) {
 // behind the writer's node holds only after every read hold ended.
 func TestReviewR87LocalWriterGivesUpLocalReadersProceed(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+	ctx, path, obs := r45Start(t)
 	r0 := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path)
 	if _, err := r0.RLockContext(ctx); err != nil {
 		t.Fatal(err)
@@ -717,21 +661,21 @@ func TestReviewR87LocalWriterGivesUpLocalReadersProceed(t *testing.T) {
 	if x.TryRLock() {
 		t.Fatal("TryRLock while a writer of the process waits = true")
 	}
-	r87Pending(t, "reader 1 behind the process's waiting writer", res1)
-	r87Pending(t, "reader 2 behind the process's waiting writer", res2)
+	rvWaits(t, res1, "reader 1 behind the process's waiting writer")
+	rvWaits(t, res2, "reader 2 behind the process's waiting writer")
 	wcancel()
 	if r := reviewRecv(t, "writer", wres); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("writer = %v; want context.Canceled", r.err)
 	}
 	// The readers queue behind w2 now (it came first): they wait for it.
 	awaitChildren(t, obs, path, 4)
-	r87Pending(t, "reader 1 behind w2", res1)
+	rvWaits(t, res1, "reader 1 behind w2")
 	r0.RUnlock()
-	r87Held(t, "w2 once r0 ended", w2res)
-	r87Pending(t, "reader 1 behind w2's hold", res1)
+	rvHeld(t, w2res, "w2 once r0 ended")
+	rvWaits(t, res1, "reader 1 behind w2's hold")
 	w2.Unlock()
-	r87Held(t, "reader 1", res1)
-	r87Held(t, "reader 2", res2)
+	rvHeld(t, res1, "reader 1")
+	rvHeld(t, res2, "reader 2")
 	x.RUnlock()
 	x.RUnlock()
 	awaitChildren(t, obs, path, 0)
@@ -747,10 +691,7 @@ func TestReviewR87LocalWriterGivesUpLocalReadersProceed(t *testing.T) {
 // RWMutex's.
 func TestReviewR87MultiLockMemberTokens(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+	ctx, path, obs := r45Start(t)
 	s := dial(t, []string{shared.Addr()})
 	ma, sb := dsync.NewMutex(s, path+"/a"), dsync.NewSemaphoreMutex(s, path+"/b")
 	wc, rd := dsync.NewRWMutex(s, path+"/c"), dsync.NewRWMutex(s, path+"/d", dsync.Revocable())
@@ -798,10 +739,7 @@ func TestReviewR87MultiLockMemberTokens(t *testing.T) {
 func TestReviewR87MultiLockGiveUpAtLease(t *testing.T) {
 	for _, action := range []zktest.Action{zktest.Cut, zktest.Lose, zktest.Drop, zktest.BlackHole} {
 		t.Run(action.String(), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path := lockPath(t)
-			obs := observer(t, shared.Addr())
+			ctx, path, obs := r45Start(t)
 			other := dial(t, []string{shared.Addr()})
 			ob := dsync.NewSemaphoreMutex(other, path+"/b")
 			if _, err := ob.LockContext(ctx); err != nil {
@@ -828,7 +766,7 @@ func TestReviewR87MultiLockGiveUpAtLease(t *testing.T) {
 				t.Errorf("MultiLock returned %v after its ctx ended", d)
 			}
 			p.Heal()
-			r87Held(t, "writer at a once the MultiLock gave up", wres)
+			rvHeld(t, wres, "writer at a once the MultiLock gave up")
 			awaitChildren(t, obs, path+"/a", 1)
 			if kids := awaitChildren(t, obs, path+"/b/leases", 1); kids[0] != holder {
 				t.Errorf("leases = %v; want the holder's %s only", kids, holder)
@@ -858,10 +796,7 @@ func TestReviewR87MultiLockGiveUpAtEachMember(t *testing.T) {
 	for _, at := range []string{"a", "b", "c", "d"} {
 		t.Run(at, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path := lockPath(t)
-			obs := observer(t, shared.Addr())
+			ctx, path, obs := r45Start(t)
 			s, other := dial(t, []string{shared.Addr()}), dial(t, []string{shared.Addr()})
 			ma, rb := dsync.NewMutex(s, path+"/a"), dsync.NewRWMutex(s, path+"/b")
 			wc, sd := dsync.NewRWMutex(s, path+"/c"), dsync.NewSemaphoreMutex(s, path+"/d")
@@ -899,7 +834,7 @@ func TestReviewR87MultiLockGiveUpAtEachMember(t *testing.T) {
 			} else {
 				awaitChildren(t, obs, node, 2)
 			}
-			r87Pending(t, "MultiLock", res)
+			rvWaits(t, res, "MultiLock")
 			lcancel()
 			if r := reviewRecv(t, "MultiLock", res); !errors.Is(r.err, context.Canceled) {
 				t.Fatalf("MultiLock = %v; want context.Canceled", r.err)
@@ -931,10 +866,7 @@ func TestReviewR87MultiLockGiveUpAtEachMember(t *testing.T) {
 // with ErrClosed, and leaves no node.
 func TestReviewR87MultiLockMemberSessionClosed(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-	defer cancel()
-	path := lockPath(t)
-	obs := observer(t, shared.Addr())
+	ctx, path, obs := r45Start(t)
 	s1 := dial(t, []string{shared.Addr()})
 	s2 := dial(t, []string{shared.Addr()})
 	wa := dsync.NewRWMutex(s1, path+"/a")
@@ -978,10 +910,7 @@ func TestReviewR87WriterGiveUpDeleteStruck(t *testing.T) {
 	for _, action := range []zktest.Action{zktest.Cut, zktest.Lose} {
 		t.Run(action.String(), func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path := lockPath(t)
-			obs := observer(t, shared.Addr())
+			ctx, path, obs := r45Start(t)
 			r0 := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path)
 			if _, err := r0.RLockContext(ctx); err != nil {
 				t.Fatal(err)
@@ -1001,7 +930,7 @@ func TestReviewR87WriterGiveUpDeleteStruck(t *testing.T) {
 				t.Fatalf("writer = %v; want context.Canceled", r.err)
 			}
 			reviewRecv(t, "the delete struck", f.Struck())
-			r87Held(t, "reader behind the writer that gave up", r1res)
+			rvHeld(t, r1res, "reader behind the writer that gave up")
 			if kids := awaitChildren(t, obs, path, 2); slices.Contains(kids, nw) {
 				t.Fatalf("children = %v: the writer's node %s is left", kids, nw)
 			}
@@ -1023,10 +952,7 @@ func TestReviewR87DowngradeUnlockDeleteStruck(t *testing.T) {
 	for _, action := range []zktest.Action{zktest.Cut, zktest.Lose} {
 		t.Run(action.String(), func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
-			defer cancel()
-			path := lockPath(t)
-			obs := observer(t, shared.Addr())
+			ctx, path, obs := r45Start(t)
 			p := zktest.NewProxy(t, shared.Addr())
 			x := dsync.NewRWMutex(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second)), path)
 			wh, err := x.LockContext(ctx)
@@ -1046,10 +972,10 @@ func TestReviewR87DowngradeUnlockDeleteStruck(t *testing.T) {
 			x.Unlock()
 			reviewRecv(t, "the delete struck", f.Struck())
 			awaitChildren(t, obs, path, 2) // the write node goes (again, after a Cut)
-			r87Pending(t, "writer behind the downgrade's read node", w2res)
+			rvWaits(t, w2res, "writer behind the downgrade's read node")
 			t.Logf("read hold after the fault: %v", context.Cause(rh))
 			x.RUnlock()
-			r87Held(t, "writer after RUnlock", w2res)
+			rvHeld(t, w2res, "writer after RUnlock")
 			if kids := awaitChildren(t, obs, path, 1); kids[0] != n2 {
 				t.Fatalf("children = %v; want the writer's %s only", kids, n2)
 			}

@@ -42,9 +42,11 @@ func rvWaits(t *testing.T, ch <-chan rvResult, what string) {
 	}
 }
 
+// rvHeld receives a lock call's result within reviewBound, failing on an
+// error, and returns its hold context.
 func rvHeld(t *testing.T, ch <-chan rvResult, what string) context.Context {
 	t.Helper()
-	r := <-ch
+	r := reviewRecv(t, what, ch)
 	if r.err != nil {
 		t.Fatalf("%s: %v", what, r.err)
 	}
