@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,15 +23,29 @@ import (
 // r50Blocked waits until a goroutine of this process is blocked in a
 // select in the function named fn (as a stack trace spells it, e.g.
 // `dsync.(*queue).past`): a wait no request marks.
-func r50Blocked(t *testing.T, fn string) {
+func r50Blocked(t *testing.T, fn string) { t.Helper(); blockedIn(t, fn, "", 1) }
+
+// blockedIn waits until n goroutines of this process whose stacks name
+// caller (any, if caller is empty) are blocked in a select in the function
+// named fn.
+func blockedIn(t *testing.T, fn, caller string, n int) {
 	t.Helper()
-	re := regexp.MustCompile(`\[select[^\]]*\]:\n[^\n]*` + regexp.QuoteMeta(fn) + `\(`)
+	re := regexp.MustCompile(`^goroutine \d+ \[select[^\]]*\]:\n[^\n]*` + regexp.QuoteMeta(fn) + `\(`)
 	buf := make([]byte, 1<<20)
 	deadline := time.After(reviewBound)
-	for !re.Match(buf[:runtime.Stack(buf, true)]) {
+	for {
+		blocked := 0
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if re.MatchString(g) && strings.Contains(g, caller) {
+				blocked++
+			}
+		}
+		if blocked >= n {
+			return
+		}
 		select {
 		case <-deadline:
-			t.Fatalf("no goroutine waited in %s within %v", fn, reviewBound)
+			t.Fatalf("%d goroutines of %q waited in %s within %v; want %d", blocked, caller, fn, reviewBound, n)
 		case <-time.After(time.Millisecond): // poll the goroutines' state
 		}
 	}

@@ -415,9 +415,13 @@ func (v *Value[T]) readWatched(ctx context.Context, h zkconn.Handle, w *watchedR
 		return r.got, r.st, r.watch, r.err
 	}
 	got, st, watch, err := v.read(ctx, h, true)
-	w.mu.Lock()
-	w.r = watchedResult[T]{session: h.ID(), got: got, st: st, watch: watch, err: err}
-	w.mu.Unlock()
+	if watch != nil {
+		// A read that set no watch leaves w as it is: what w holds may be
+		// current in another session (h lost, a newer one's read kept).
+		w.mu.Lock()
+		w.r = watchedResult[T]{session: h.ID(), got: got, st: st, watch: watch, err: err}
+		w.mu.Unlock()
+	}
 	return got, st, watch, err
 }
 
