@@ -290,6 +290,13 @@ func Token(held context.Context) int64 {
 	return hd.fencingToken(hd.h.Session().SessionTimeout())
 }
 
+// gone reports whether hd is known to hold nothing any more: its session is
+// lost, or (tracked) its loss was seen. Where holds are interchangeable (a
+// Weighted's leases, an RWMutex's read holds in a process), Release and
+// RUnlock end gone ones first: a live hold ended in a gone one's place would
+// leave the goroutine that took it working under no node at all.
+func (hd *hold) gone() bool { return hd.h.Err() != nil || hd.ctx.Err() != nil }
+
 // end stops watching and cancels the hold context (with context.Canceled,
 // unless it was lost first), then deletes the node, sending its signals (a
 // queue head's handoff), without waiting for the network

@@ -372,10 +372,11 @@ func (rw *RWMutex) downgrade(ctx context.Context, wh *hold) (context.Context, er
 	return hd.ctx, nil
 }
 
-// RUnlock ends one read hold of rw in this process: the one taken last, as
-// read holds are interchangeable (one more level of it, if it was
-// re-entered). The read node is deleted without waiting on a slow network
-// (see Mutex.Unlock). RUnlock without a read hold panics.
+// RUnlock ends one read hold of rw in this process (one more level of it,
+// if it was re-entered): one that was lost if there is one, as it holds
+// nothing, else the one taken last, as live read holds are interchangeable.
+// The read node is deleted without waiting on a slow network (see
+// Mutex.Unlock). RUnlock without a read hold panics.
 func (rw *RWMutex) RUnlock() { rw.runlock(nil) }
 
 // runlock is RUnlock, for held's read hold if held is not nil (a
@@ -383,6 +384,9 @@ func (rw *RWMutex) RUnlock() { rw.runlock(nil) }
 func (rw *RWMutex) runlock(held context.Context) {
 	rw.mu.Lock()
 	holds, i := &rw.reads, len(rw.reads)-1
+	if j := slices.IndexFunc(rw.reads, (*hold).gone); j >= 0 {
+		i = j // a gone hold first (see hold.gone)
+	}
 	if held != nil {
 		is := func(hd *hold) bool { return hd.ctx == held }
 		if i = slices.IndexFunc(rw.reads, is); i < 0 {
@@ -463,8 +467,8 @@ func (rw *RWMutex) Revoked() <-chan struct{} {
 	return nil
 }
 
-// newestRead returns the read hold RUnlock would end next, or else the
-// newest read hold of a MultiLock (RLocker), whose Token and Revoked are
+// newestRead returns the newest read hold taken by RLock or RLockContext,
+// or else the newest of a MultiLock (RLocker), whose Token and Revoked are
 // rw's (see MultiLock); nil if there is none.
 func (rw *RWMutex) newestRead() *hold {
 	rw.mu.Lock()

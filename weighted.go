@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -160,34 +161,57 @@ func (w *Weighted) keep(ls []*Lease) {
 	w.mu.Unlock()
 }
 
-// Release releases n leases taken by Acquire or TryAcquire (any n of them:
-// they are interchangeable). Releasing more than are held panics, as in
-// x/sync. Like Mutex.Unlock it never waits for the network: a later
-// acquisition through the same Session is applied after its deletes, and a
-// TryAcquire waits for those still under way (sent again after a reconnect)
-// rather than fail on them.
+// Release releases n leases taken by Acquire or TryAcquire: those lost with
+// their session first (they hold nothing), then the newest, as live leases
+// are interchangeable. Releasing more than are held panics, as in x/sync.
+// Like Mutex.Unlock it never waits for the network: a later acquisition
+// through the same Session is applied after its deletes, and a TryAcquire
+// waits for those still under way (sent again after a reconnect) rather
+// than fail on them.
 func (w *Weighted) Release(n int64) {
 	w.mu.Lock()
 	if n < 0 || n > int64(len(w.held)) {
 		w.mu.Unlock()
 		panic("dsync: released more than held")
 	}
-	ls := w.held[len(w.held)-int(n):]
-	w.held = w.held[:len(w.held)-int(n)]
+	// Gone leases move to the end, where Release takes from (see
+	// hold.gone); each is judged once, as a session may be lost meanwhile.
+	if slices.ContainsFunc(w.held, func(l *Lease) bool { return l.hd.gone() }) {
+		live := make([]*Lease, 0, len(w.held))
+		var gone []*Lease
+		for _, l := range w.held {
+			if l.hd.gone() {
+				gone = append(gone, l)
+			} else {
+				live = append(live, l)
+			}
+		}
+		w.held = append(live, gone...)
+	}
+	// ls is a copy: keep appends to w.held in place, over the slots given
+	// up here, once w.mu is let go.
+	k := len(w.held) - int(n)
+	ls := slices.Clone(w.held[k:])
+	w.held = w.held[:k]
 	w.mu.Unlock()
 	if n == 0 {
 		return
 	}
 	// Every delete goes out before Release waits for any: it waits once,
-	// not once per lease. The newest lease's session is the one any later
-	// acquisition uses; older ones' are lost, and their deletes settled.
+	// not once per lease, on a live lease's session if there is one (the
+	// one any later acquisition uses; the others are lost, and their
+	// deletes settled).
 	sent := make([]<-chan struct{}, 0, n)
+	h := ls[0].hd.h
 	for _, l := range ls {
 		l.released()
 		s, _ := l.hd.release()
 		sent = append(sent, s)
+		if l.hd.h.Err() == nil {
+			h = l.hd.h
+		}
 	}
-	ls[len(ls)-1].hd.h.AwaitSent(sent...)
+	h.AwaitSent(sent...)
 }
 
 // AcquireLeases acquires n leases like Acquire, and returns them to be
