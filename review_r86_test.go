@@ -213,8 +213,7 @@ func TestReviewR86WatchSharedAcrossExpiry(t *testing.T) {
 	path := valuePath(t) + "/count"
 	obs := observer(t, shared.Addr())
 	createRaw(t, obs, path, []byte{0, 0, 0, 1})
-	p := zktest.NewProxy(t, shared.Addr())
-	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second))
+	p, s := r89Short(t)
 	sub := s.Subscribe()
 	t.Cleanup(sub.Stop)
 	c := dsync.NewCount(s, path, 1)

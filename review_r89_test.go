@@ -364,8 +364,7 @@ func TestReviewR89ReleaseRacesAcquire(t *testing.T) {
 	t.Parallel()
 	ctx, path, obs := r45Start(t)
 	const n1, n2, max = 2000, 500, 600
-	p := zktest.NewProxy(t, shared.Addr())
-	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second))
+	p, s := r89Short(t)
 	other := dial(t, []string{shared.Addr()})
 	count := dsync.NewCount(other, path+"-max", n1)
 	if err := count.Set(ctx, n1); err != nil {
@@ -437,8 +436,7 @@ func TestReviewR89ReleaseRacesAcquire(t *testing.T) {
 func TestReviewR89ReleaseFreesLiveLeaseOverLost(t *testing.T) {
 	t.Parallel()
 	ctx, path, obs := r45Start(t)
-	p := zktest.NewProxy(t, shared.Addr())
-	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second))
+	p, s := r89Short(t)
 	w := dsync.NewWeighted(s, path, 1)
 	c := dsync.NewWeighted(dial(t, []string{shared.Addr()}), path, 1)
 	if err := w.Acquire(ctx, 1); err != nil { // A
@@ -467,8 +465,7 @@ func TestReviewR89ReleaseFreesLiveLeaseOverLost(t *testing.T) {
 func TestReviewR89RUnlockEndsLostReadFirst(t *testing.T) {
 	t.Parallel()
 	_, path, obs := r45Start(t)
-	p := zktest.NewProxy(t, shared.Addr())
-	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second))
+	p, s := r89Short(t)
 	rw := dsync.NewRWMutex(s, path)
 	other := dsync.NewRWMutex(dial(t, []string{shared.Addr()}), path)
 	rw.RLock()                    // A
@@ -701,6 +698,14 @@ func TestReviewR89WeightedRidesOutEachStep(t *testing.T) {
 	}
 }
 
+// r89Short returns a Session through a fresh proxy with a 2s session
+// timeout, which r89Expire ends within a few seconds.
+func r89Short(t *testing.T) (*zktest.Proxy, *zkconn.Session) {
+	t.Helper()
+	p := zktest.NewProxy(t, shared.Addr())
+	return p, dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second))
+}
+
 // r89Expire black-holes p, through which s is connected, until zkconn
 // gives s's ZooKeeper session up (the server has expired it by then: no
 // node of it is left under parent), then heals p: s's next request goes
@@ -726,8 +731,7 @@ func TestReviewR89LeaderExpiresBeforeNextLeads(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx, path, obs := r45Start(t)
-			p := zktest.NewProxy(t, shared.Addr())
-			s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(2*time.Second))
+			p, s := r89Short(t)
 			a := dsync.NewElection(s, path, dsync.WithLossPolicy(policy))
 			b := dsync.NewElection(dial(t, []string{shared.Addr()}), path)
 			led, err := a.Campaign(ctx, "a")
