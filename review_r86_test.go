@@ -96,6 +96,21 @@ func r86Then(t *testing.T, obs *zk.Conn, path string, x, version int32, seen ...
 	}
 }
 
+// r86Short returns a Count at a fresh path holding 1 at version 0 (as
+// r38Count does) on a Session through a proxy with a 2s session timeout
+// (r89Short), and a Subscription to that Session's states: for tests that
+// end the session.
+func r86Short(t *testing.T) (p *zktest.Proxy, s *zkconn.Session, sub *zkconn.Subscription, c *dsync.Count, obs *zk.Conn, path string) {
+	t.Helper()
+	path = valuePath(t) + "/count"
+	obs = observer(t, shared.Addr())
+	createRaw(t, obs, path, []byte{0, 0, 0, 1})
+	p, s = r89Short(t)
+	sub = s.Subscribe()
+	t.Cleanup(sub.Stop)
+	return p, s, sub, dsync.NewCount(s, path, 1), obs, path
+}
+
 // TestReviewR86WatchSharedOneLoopExits: two Watch loops share the watch;
 // B's ctx ends while both wait. A third loop that starts then joins the
 // watch A waits on (it used to set a second one: B's exit dropped the
@@ -210,13 +225,7 @@ func TestReviewR86WatchCtxEndsWhileOtherHoldsTurn(t *testing.T) {
 // once, without an error, and nothing more.
 func TestReviewR86WatchSharedAcrossExpiry(t *testing.T) {
 	t.Parallel()
-	path := valuePath(t) + "/count"
-	obs := observer(t, shared.Addr())
-	createRaw(t, obs, path, []byte{0, 0, 0, 1})
-	p, s := r89Short(t)
-	sub := s.Subscribe()
-	t.Cleanup(sub.Stop)
-	c := dsync.NewCount(s, path, 1)
+	p, s, sub, c, obs, path := r86Short(t)
 	a, _, _ := r86Loop(t, c)
 	r86Want(t, "A", a, 1, 0)
 	b, _, _ := r86Loop(t, c)

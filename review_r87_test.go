@@ -17,6 +17,14 @@ import (
 // Review round 87: RWMutex (with downgrade), MultiLock, SemaphoreMutex,
 // over the waiting core of rounds 63–81.
 
+// r87Proxied returns a Session through a fresh proxy, with a session
+// timeout (6s) whose pings notice a swallowed reply within a test's bound.
+func r87Proxied(t *testing.T) (*zktest.Proxy, *zkconn.Session) {
+	t.Helper()
+	p := zktest.NewProxy(t, shared.Addr())
+	return p, dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second))
+}
+
 // r87Struck waits until f has struck, within the bound. A result on res
 // first is a failure unless the fault has struck too (a Cut cancels a hold
 // at once, and may end the call as it strikes); it is then put back on the
@@ -123,8 +131,8 @@ func TestReviewR87ReaderFollowFault(t *testing.T) {
 				t.Fatal(err)
 			}
 			first := awaitChildren(t, obs, path, 1)[0]
-			p := zktest.NewProxy(t, shared.Addr())
-			r := dsync.NewRWMutex(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second)), path)
+			p, sr := r87Proxied(t)
+			r := dsync.NewRWMutex(sr, path)
 			f := p.Strike(zktest.Match{Op: zktest.OpGetData, Path: path + "/" + first}, action)
 			rres := rvGo(ctx, r.RLockContext)
 			rres = r87Struck(t, f, rres)
@@ -402,8 +410,8 @@ func TestReviewR87DowngradeWatchFault(t *testing.T) {
 		t.Run(fmt.Sprintf("%v/policy%d/multi=%v", action, tc.policy, tc.multi), func(t *testing.T) {
 			t.Parallel()
 			ctx, path, obs := r45Start(t)
-			p := zktest.NewProxy(t, shared.Addr())
-			x := dsync.NewRWMutex(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second)), path,
+			p, sx := r87Proxied(t)
+			x := dsync.NewRWMutex(sx, path,
 				dsync.WithLossPolicy(tc.policy))
 			wh, err := x.LockContext(ctx)
 			if err != nil {
@@ -557,8 +565,8 @@ func TestReviewR87WriterGivesUpAtCreate(t *testing.T) {
 				t.Fatal(err)
 			}
 			n0 := awaitChildren(t, obs, path, 1)[0]
-			p := zktest.NewProxy(t, shared.Addr())
-			w := dsync.NewRWMutex(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second)), path)
+			p, sw := r87Proxied(t)
+			w := dsync.NewRWMutex(sw, path)
 			f := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: path + "/", Prefix: true}, action)
 			wctx, wcancel := context.WithCancel(ctx)
 			wres := rvGo(wctx, w.LockContext)
@@ -605,8 +613,7 @@ func TestReviewR87WriterGivesUpAtCreate(t *testing.T) {
 func TestReviewR87MultiLockCutWhileHeld(t *testing.T) {
 	t.Parallel()
 	ctx, path, obs := r45Start(t)
-	p := zktest.NewProxy(t, shared.Addr())
-	s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second))
+	p, s := r87Proxied(t)
 	wa, rb, sc := dsync.NewRWMutex(s, path+"/a"), dsync.NewRWMutex(s, path+"/b"), dsync.NewSemaphoreMutex(s, path+"/c")
 	ml := dsync.NewMultiLock(sc, rb.RLocker(), wa)
 	held, err := ml.LockContext(ctx)
@@ -746,8 +753,7 @@ func TestReviewR87MultiLockGiveUpAtLease(t *testing.T) {
 				t.Fatal(err)
 			}
 			holder := awaitChildren(t, obs, path+"/b/leases", 1)[0]
-			p := zktest.NewProxy(t, shared.Addr())
-			s := dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second))
+			p, s := r87Proxied(t)
 			ra, sb := dsync.NewRWMutex(s, path+"/a"), dsync.NewSemaphoreMutex(s, path+"/b")
 			ml := dsync.NewMultiLock(sb, ra.RLocker())
 			f := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: path + "/b/leases/", Prefix: true}, action)
@@ -916,8 +922,8 @@ func TestReviewR87WriterGiveUpDeleteStruck(t *testing.T) {
 				t.Fatal(err)
 			}
 			n0 := awaitChildren(t, obs, path, 1)[0]
-			p := zktest.NewProxy(t, shared.Addr())
-			w := dsync.NewRWMutex(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second)), path)
+			p, sw := r87Proxied(t)
+			w := dsync.NewRWMutex(sw, path)
 			wctx, wcancel := context.WithCancel(ctx)
 			wres := rvGo(wctx, w.LockContext)
 			nw := r87Other(t, awaitChildren(t, obs, path, 2), n0)
@@ -953,8 +959,8 @@ func TestReviewR87DowngradeUnlockDeleteStruck(t *testing.T) {
 		t.Run(action.String(), func(t *testing.T) {
 			t.Parallel()
 			ctx, path, obs := r45Start(t)
-			p := zktest.NewProxy(t, shared.Addr())
-			x := dsync.NewRWMutex(dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(6*time.Second)), path)
+			p, sx := r87Proxied(t)
+			x := dsync.NewRWMutex(sx, path)
 			wh, err := x.LockContext(ctx)
 			if err != nil {
 				t.Fatal(err)

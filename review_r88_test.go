@@ -52,13 +52,7 @@ func TestReviewR88WatchKeptWatchFiredNextLoopReads(t *testing.T) {
 // session's), yields the write, and sets one watch there.
 func TestReviewR88WatchKeptWatchAcrossExpiry(t *testing.T) {
 	t.Parallel()
-	path := valuePath(t) + "/count"
-	obs := observer(t, shared.Addr())
-	createRaw(t, obs, path, []byte{0, 0, 0, 1})
-	p, s := r89Short(t)
-	sub := s.Subscribe()
-	t.Cleanup(sub.Stop)
-	c := dsync.NewCount(s, path, 1)
+	p, s, sub, c, obs, path := r86Short(t)
 	a, aCancel, aEnded := r86Loop(t, c)
 	r86Want(t, "A", a, 1, 0)
 	aCancel()
@@ -412,13 +406,7 @@ func TestReviewR88RWTokenRacesMultiLock(t *testing.T) {
 func TestReviewR88WatchStaleLoopClobbersSharedWatch(t *testing.T) {
 	t.Parallel()
 	const slow = 8
-	path := valuePath(t) + "/count"
-	obs := observer(t, shared.Addr())
-	createRaw(t, obs, path, []byte{0, 0, 0, 1})
-	p, s := r89Short(t)
-	sub := s.Subscribe()
-	t.Cleanup(sub.Stop)
-	c := dsync.NewCount(s, path, 1)
+	p, s, sub, c, obs, path := r86Short(t)
 	ctx, cancel := context.WithTimeout(context.Background(), reviewBound)
 	defer cancel()
 	release := make(chan struct{})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsync-go/dsync"
 	"github.com/dsync-go/dsync/zkconn"
+	"github.com/go-zookeeper/zk"
 )
 
 // Review round 90: Weighted.Release and RWMutex.RUnlock ending gone holds
@@ -20,6 +21,16 @@ func r90Panics(f func()) (v any) {
 	defer func() { v = recover() }()
 	f()
 	return nil
+}
+
+// r90NothingHeld checks that w, at path, holds nothing: no lease node is
+// left, and Release(1) panics.
+func r90NothingHeld(t *testing.T, obs *zk.Conn, path string, w *dsync.Weighted) {
+	t.Helper()
+	awaitChildren(t, obs, path+"/leases", 0)
+	if v := r90Panics(func() { w.Release(1) }); v == nil {
+		t.Error("Release(1) with nothing held did not panic")
+	}
 }
 
 // TestReviewR90ReleaseMoreThanLost: A acquired 2 leases of a Weighted of 3
@@ -56,10 +67,7 @@ func TestReviewR90ReleaseMoreThanLost(t *testing.T) {
 	if v := r90Panics(func() { w.Release(1) }); v != nil {
 		t.Fatalf("Release(1) of the last lease held panicked: %v", v)
 	}
-	awaitChildren(t, obs, path+"/leases", 0)
-	if v := r90Panics(func() { w.Release(1) }); v == nil {
-		t.Error("Release(1) with nothing held did not panic")
-	}
+	r90NothingHeld(t, obs, path, w)
 }
 
 // TestReviewR90ConcurrentReleasesOverLost: a Weighted of 2; A's lease was
@@ -204,10 +212,7 @@ func TestReviewR90ReleaseAcquireLossChurn(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("%d acquisitions, %d given up", cycles.Load(), fails.Load())
-	awaitChildren(t, obs, path+"/leases", 0)
-	if v := r90Panics(func() { w.Release(1) }); v == nil {
-		t.Error("Release(1) after every acquisition was released did not panic")
-	}
+	r90NothingHeld(t, obs, path, w)
 }
 
 // TestReviewR90RUnlockReenteredLostHold: A's read hold (RLockContext,
@@ -237,7 +242,8 @@ func TestReviewR90RUnlockReenteredLostHold(t *testing.T) {
 	reviewRecv(t, "A's loss", a.Done())
 	for i := range 2 {
 		rw.RUnlock()
-		if kids := children(t, obs, path); len(kids) != 1 || kids[0] != bNode {
+		// (A failed TryLock's node may still be on its way out.)
+		if kids := awaitChildren(t, obs, path, 1); kids[0] != bNode {
 			t.Fatalf("after RUnlock %d, children %v; want B's %s", i+1, kids, bNode)
 		}
 		if other.TryLock() {
@@ -317,13 +323,7 @@ func TestReviewR90RUnlockSuspendedHoldFirst(t *testing.T) {
 // and a write fires both (the loop sets one again).
 func TestReviewR90WatchRepeatedLosses(t *testing.T) {
 	t.Parallel()
-	path := valuePath(t) + "/count"
-	obs := observer(t, shared.Addr())
-	createRaw(t, obs, path, []byte{0, 0, 0, 1})
-	p, s := r89Short(t)
-	sub := s.Subscribe()
-	t.Cleanup(sub.Stop)
-	c := dsync.NewCount(s, path, 1)
+	p, s, sub, c, obs, path := r86Short(t)
 	a, _, _ := r86Loop(t, c)
 	r86Want(t, "A", a, 1, 0)
 	for i := range int32(3) {
@@ -386,7 +386,7 @@ func TestReviewR90RUnlockLostDowngradeFirst(t *testing.T) {
 	}
 	reviewRecv(t, "the downgrade's loss", d.Done())
 	rw.RUnlock() // W, done
-	if kids := children(t, obs, path); len(kids) != 1 || kids[0] != bNode {
+	if kids := awaitChildren(t, obs, path, 1); kids[0] != bNode {
 		t.Fatalf("after W's RUnlock, children %v; want B's %s", kids, bNode)
 	}
 	if other.TryLock() {

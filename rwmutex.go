@@ -384,14 +384,13 @@ func (rw *RWMutex) RUnlock() { rw.runlock(nil) }
 func (rw *RWMutex) runlock(held context.Context) {
 	rw.mu.Lock()
 	holds, i := &rw.reads, len(rw.reads)-1
-	if j := slices.IndexFunc(rw.reads, (*hold).gone); j >= 0 {
-		i = j // a gone hold first (see hold.gone)
-	}
 	if held != nil {
 		is := func(hd *hold) bool { return hd.ctx == held }
 		if i = slices.IndexFunc(rw.reads, is); i < 0 {
 			holds, i = &rw.members, slices.IndexFunc(rw.members, is)
 		}
+	} else if j := slices.IndexFunc(rw.reads, (*hold).gone); j >= 0 {
+		i = j // a gone hold first (see hold.gone)
 	}
 	if i < 0 {
 		rw.mu.Unlock()

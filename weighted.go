@@ -176,18 +176,15 @@ func (w *Weighted) Release(n int64) {
 	}
 	// Gone leases move to the end, where Release takes from (see
 	// hold.gone); each is judged once, as a session may be lost meanwhile.
-	if slices.ContainsFunc(w.held, func(l *Lease) bool { return l.hd.gone() }) {
-		live := make([]*Lease, 0, len(w.held))
-		var gone []*Lease
-		for _, l := range w.held {
-			if l.hd.gone() {
-				gone = append(gone, l)
-			} else {
-				live = append(live, l)
-			}
+	live, gone := w.held[:0], []*Lease(nil)
+	for _, l := range w.held {
+		if l.hd.gone() {
+			gone = append(gone, l)
+		} else {
+			live = append(live, l)
 		}
-		w.held = append(live, gone...)
 	}
+	w.held = append(live, gone...)
 	// ls is a copy: keep appends to w.held in place, over the slots given
 	// up here, once w.mu is let go.
 	k := len(w.held) - int(n)
