@@ -26,20 +26,17 @@ func r87Proxied(t *testing.T) (*zktest.Proxy, *zkconn.Session) {
 }
 
 // r87Struck waits until f has struck, within the bound. A result on res
-// first is a failure unless the fault has struck too (a Cut cancels a hold
-// at once, and may end the call as it strikes); it is then put back on the
-// returned channel, to be received from in place of res.
+// may come first only if the fault strikes too: a Cut or Lose closes the
+// connection, which may cancel a hold and end the call before the proxy
+// has closed both sides and tells of the strike. The result is then put
+// back on the returned channel, to be received from in place of res.
 func r87Struck(t *testing.T, f *zktest.Fault, res <-chan rvResult) <-chan rvResult {
 	t.Helper()
 	select {
 	case <-f.Struck():
 		return res
 	case r := <-res:
-		select {
-		case <-f.Struck():
-		default:
-			t.Fatalf("the call returned (err %v) before the fault struck", r.err)
-		}
+		reviewRecv(t, fmt.Sprintf("the fault's strike (the call returned first: err %v)", r.err), f.Struck())
 		out := make(chan rvResult, 1)
 		out <- r
 		return out

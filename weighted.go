@@ -186,9 +186,10 @@ func (w *Weighted) Release(n int64) {
 	}
 	w.held = append(live, gone...)
 	// ls is a copy: keep appends to w.held in place, over the slots given
-	// up here, once w.mu is let go.
+	// up here, once w.mu is let go. Those slots let go of their leases.
 	k := len(w.held) - int(n)
 	ls := slices.Clone(w.held[k:])
+	clear(w.held[k:])
 	w.held = w.held[:k]
 	w.mu.Unlock()
 	if n == 0 {
