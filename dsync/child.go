@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +45,7 @@ type child struct {
 // given, stdin os.Stdin) and environment plus g's, in a process group of
 // its own. A DSYNC_TOKEN dsync inherited (from an outer dsync) is not
 // passed on: it fences another lock than g's.
-func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
+func newChild(s *settings, g *grant, stdout, stderr, msgs io.Writer) *child {
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
 	cmd.Stdin = os.Stdin
 	cmd.Stdout = stdout
@@ -57,7 +58,44 @@ func newChild(s *settings, g *grant, stdout, stderr io.Writer) *child {
 	cmd.WaitDelay = time.Second
 	newProcessGroup(cmd)
 	return &child{cmd: cmd, path: s.path, what: g.what, lost: s.lost, exitLost: s.exitLost,
-		grace: g.grace, timeout: g.timeout, revoked: g.revoked, stderr: stderr}
+		grace: g.grace, timeout: g.timeout, revoked: g.revoked, stderr: msgs}
+}
+
+// A msgWriter writes dsync's messages to w from a goroutine of its own, so
+// that a write that blocks (a pipe nobody reads just then, a terminal
+// paused with Ctrl-S) never holds up what child.run does about CMD: the
+// SIGTERM and SIGKILL of a lost lock must not wait for stderr. Messages
+// beyond its queue are dropped.
+type msgWriter struct {
+	q    chan []byte
+	done chan struct{}
+	tty  bool // w is a terminal (isTerminal)
+}
+
+func newMsgWriter(w io.Writer) *msgWriter {
+	m := &msgWriter{q: make(chan []byte, 64), done: make(chan struct{}), tty: isTerminal(w)}
+	go func() {
+		defer close(m.done)
+		for b := range m.q {
+			_, _ = w.Write(b)
+		}
+	}()
+	return m
+}
+
+// Write queues p, never waiting.
+func (m *msgWriter) Write(p []byte) (int, error) {
+	select {
+	case m.q <- bytes.Clone(p):
+	default:
+	}
+	return len(p), nil
+}
+
+// Close writes what is queued, waiting for it.
+func (m *msgWriter) Close() {
+	close(m.q)
+	<-m.done
 }
 
 // run starts CMD and returns once no process of its group is left, while:
@@ -250,8 +288,10 @@ func (c *child) signal(sig os.Signal) {
 }
 
 // lossCause describes why held was canceled, without repeating "lock lost".
-func lossCause(held context.Context) string {
-	cause := context.Cause(held)
+func lossCause(held context.Context) string { return causeText(context.Cause(held)) }
+
+// causeText describes the cause of a loss, without repeating "lock lost".
+func causeText(cause error) string {
 	if cause == nil {
 		return "unknown cause"
 	}

@@ -67,11 +67,15 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 	if isTerminal(stderr) {
 		notice = waitNoticeAfter
 	}
-	sess, g, code := acquire(ctx, name, s, notice, sigs, stderr)
+	// dsync's own messages never wait for stderr (see msgWriter); CMD
+	// writes to it directly.
+	msgs := newMsgWriter(stderr)
+	defer msgs.Close() // after the release: stderr may block
+	sess, g, code := acquire(ctx, name, s, notice, sigs, msgs)
 	if g == nil {
 		return code
 	}
-	code = g.end(newChild(s, g, stdout, stderr).run(ctx, g.held, sigs))
+	code = g.end(newChild(s, g, stdout, stderr, msgs).run(ctx, g.held, sigs))
 	shutdown(ctx, sess, g.timeout, sigs)
 	return code
 }
@@ -161,8 +165,12 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 				return nil, nil, 0
 			}
 			var usage *badUsage
+			var lostEarly *lostBeforeRun
 			_, unanswered := dialTimedOut(r.err)
 			switch {
+			case errors.As(r.err, &lostEarly):
+				fmt.Fprintf(stderr, "dsync: %s lost before CMD started: %s\n", lostEarly.what, causeText(lostEarly.err))
+				return nil, nil, s.exitLost
 			case errors.As(r.err, &usage):
 				fmt.Fprintf(stderr, "dsync %s: %v\n", name, r.err)
 				return nil, nil, exitUsage

@@ -20,6 +20,9 @@ const waitNoticeAfter = 3 * time.Second
 // isTerminal reports whether w is a terminal. dsync says who holds the lock
 // it waits for only to a person watching: in a log, the wait shows anyway.
 func isTerminal(w io.Writer) bool {
+	if m, ok := w.(*msgWriter); ok {
+		return m.tty
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

@@ -32,9 +32,10 @@ func oncePath(path, name string) string { return strings.TrimSuffix(path, "/") +
 // as it does under a lock, and the grant's end passes CMD's status back to
 // the function, waits for Do to record the run (or not), and returns
 // dsync's exit status. takeRun returns errDone if a run had succeeded
-// already (or succeeded while this one waited), and Do's error if Do failed
-// before calling the function. ctx bounds the wait for the lock only, as it
-// does Do's.
+// already (or succeeded while this one waited), a *lostBeforeRun if the
+// run's lock was lost after Do took it and before it called the function,
+// and Do's error if Do failed otherwise before calling the function. ctx
+// bounds the wait for the lock only, as it does Do's.
 func takeRun(ctx context.Context, sess *zkconn.Session, s *settings, stderr io.Writer) (*grant, error) {
 	o := dsync.NewOnce(sess, s.path)
 	granted := make(chan *grant, 1)
@@ -72,9 +73,24 @@ func takeRun(ctx context.Context, sess *zkconn.Session, s *settings, stderr io.W
 		if err == nil {
 			return nil, errDone
 		}
+		if errors.Is(err, dsync.ErrLockLost) && ctx.Err() == nil {
+			// Taken, then lost before CMD could start: as "dsync lock"
+			// says and exits when that happens.
+			return nil, &lostBeforeRun{what: "lock on " + oncePath(s.path, "lock"), err: err}
+		}
 		return nil, err
 	}
 }
+
+// A lostBeforeRun is a run's lock lost after it was taken, before CMD
+// started: dsync exits -exit-lost, as child.run does for the same loss.
+type lostBeforeRun struct {
+	what string
+	err  error
+}
+
+func (e *lostBeforeRun) Error() string { return e.err.Error() }
+func (e *lostBeforeRun) Unwrap() error { return e.err }
 
 // runStatus returns the exit status of a run whose CMD ran, given what Do
 // returned, and says on stderr why a run that CMD did not fail is not

@@ -60,6 +60,12 @@ import (
 //     (stalled, overloaded, or reading the connection slowly) cannot prove
 //     the session alive, as ZooKeeper renews a session only as it takes up
 //     its requests: the tap takes it for deaf, although replies arrive.
+//     What is read once heard (as the read itself leaves it) is two thirds
+//     of the timeout old is not handed on either: the connection is closed
+//     instead, whatever the timer has done meanwhile. A process stopped or
+//     starved past that moment may find a notification waiting that the
+//     server sent before it expired the session, and a ping written at
+//     once on waking would put the timer off by a third.
 //   - A request can be followed out: awaitWrite's channel closes once a
 //     request of the kinds asked for, naming the path (a delete, or a multi
 //     with one; a create; an exists), has been written to a connection. ZooKeeper
@@ -692,6 +698,23 @@ func (t *tap) deafIn() time.Duration {
 	return time.Duration(at - int64(time.Since(t.w.base)))
 }
 
+// deafNow closes the connection, and reports so, if heard is two thirds of
+// the timeout old once what was just read is scanned (a reply in it may
+// have made heard recent): then what was read is not handed on (see wire).
+// It does not wait for a request written since, as deafIn does: that
+// request was written after a stall, and what came before its reply (a
+// notification) proves nothing of the session.
+func (t *tap) deafNow() bool {
+	t.mu.Lock()
+	third := t.w.timeout.Load() / 3
+	deaf := t.deaf != nil && !t.closed && t.w.heard.Load()+2*third <= int64(time.Since(t.w.base))
+	t.mu.Unlock()
+	if deaf {
+		t.shut()
+	}
+	return deaf
+}
+
 // deafCheck closes the connection once it counts as deaf (see wire), and
 // until then waits for that moment. It must not block, nor call the user's
 // code (a logger) before the close: closing the connection does not block
@@ -744,11 +767,17 @@ func (t *tap) Read(b []byte) (int, error) {
 		if len(b) >= tapReadSize { // a large frame's body: straight into b
 			n, err := t.Conn.Read(b)
 			t.scan(b[:n])
+			if t.deafNow() {
+				return 0, net.ErrClosed
+			}
 			t.given += int64(n)
 			return n, err
 		}
 		if err := t.fill(); err != nil {
 			return 0, err
+		}
+		if t.deafNow() {
+			return 0, net.ErrClosed
 		}
 	}
 	n := len(t.in)
