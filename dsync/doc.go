@@ -231,14 +231,15 @@
 //	              revocation was requested before CMD started (it did not
 //	              run); also ls and revoke failures
 //	2             bad usage
-//	3             the lock was lost while CMD ran (-lost term); -exit-lost
-//	              sets another
+//	3             the lock was lost while CMD ran (-lost term), or after
+//	              it was acquired and before CMD started (CMD did not
+//	              run); -exit-lost sets another
 //	126, 127      CMD could not be run, or was not found
 //	128+N         dsync got signal N while waiting for the lock
 //
 // elect exits as lock does, 1 meaning that leadership was not won and 3
-// that it was lost while CMD ran; with -listen, 0 after SIGINT or SIGTERM,
-// 1 if it cannot go on. once exits:
+// that it was lost while CMD ran or before CMD started; with -listen, 0
+// after SIGINT or SIGTERM, 1 if it cannot go on. once exits:
 //
 //	0             the run is done: CMD ran, exited 0 and was recorded, or
 //	              a run had succeeded already (CMD did not run)
@@ -246,8 +247,9 @@
 //	1             the lock was not acquired (as for lock), or CMD succeeded
 //	              but its success could not be recorded
 //	2             bad usage
-//	3             the lock was lost before CMD's group was gone or before
-//	              the success was recorded; nothing was recorded
+//	3             the lock was lost before CMD started (CMD did not
+//	              run), before CMD's group was gone or before the success
+//	              was recorded; nothing was recorded
 //	126, 127      CMD could not be run, or was not found
 //	128+N         dsync got signal N while waiting for the lock
 //

@@ -36,7 +36,8 @@ const exitStatusBody = `  CMD's status  CMD ran (128+N if it was killed by signa
                 failed; or, with -revocable, its revocation was requested
                 before CMD started (CMD did not run)
   2             bad usage
-  3             the lock was lost while CMD ran (-lost term); CMD was terminated
+  3             the lock was lost while CMD ran (-lost term: CMD was
+                terminated), or before CMD started (CMD did not run)
                 (-exit-lost sets this status)
   126, 127      CMD could not be run, or was not found
   128+N         dsync got signal N (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
@@ -224,8 +225,9 @@ Exit status:
   1             leadership was not won: timed out (-timeout), no ZooKeeper
                 server answered (-dial-timeout), or ZooKeeper failed
   2             bad usage
-  3             leadership was lost while CMD ran (-lost term); CMD was
-                terminated (-exit-lost sets this status)
+  3             leadership was lost while CMD ran (-lost term: CMD was
+                terminated), or before CMD started (CMD did not run)
+                (-exit-lost sets this status)
   126, 127      CMD could not be run, or was not found
   128+N         dsync got signal N (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
                 SIGUSR2) while waiting
@@ -243,9 +245,10 @@ Exit status:
                 ZooKeeper server answered (-dial-timeout), or ZooKeeper
                 failed; or CMD succeeded but its success could not be recorded
   2             bad usage
-  3             the run's lock was lost before CMD's process group was gone
-                (-lost term: CMD was terminated) or before its success was
-                recorded; nothing was recorded (-exit-lost sets this status)
+  3             the run's lock was lost before CMD started (CMD did not
+                run), before CMD's process group was gone (-lost term: CMD
+                was terminated) or before its success was recorded; nothing
+                was recorded (-exit-lost sets this status)
   126, 127      CMD could not be run, or was not found (nothing recorded)
   128+N         dsync got signal N (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
                 SIGUSR2) while waiting
