@@ -79,8 +79,10 @@ func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
 // ctx bounds the wait for a turn, not f, nor the record of f's success,
 // which is written whatever ctx says by then (within the session timeout:
 // if the connection stays down longer, the lock counts as lost). On failure
-// before f runs Do returns ctx.Err() or the error that stopped it. A ctx
-// already done fails before anything is sent.
+// before f runs Do returns ctx.Err() or the error that stopped it; one
+// wrapping ErrLockLost if the run's lock was taken and then lost (its
+// session's loss included) before f could run. A ctx already done fails
+// before anything is sent.
 func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	if err := cmp.Or(o.m.err, o.big); err != nil {
 		return err
@@ -98,11 +100,14 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	// server to have seen: that server may lag behind the last run's
 	// record. Catch up first, or f could run again after a success.
 	if err := o.catchUp(ctx); err != nil {
-		return err
+		return lostOr(ctx, held, err)
 	}
 	done, cversion, err := o.state(ctx)
-	if err != nil || done {
-		return err
+	if err != nil {
+		return lostOr(ctx, held, err)
+	}
+	if done {
+		return nil
 	}
 	if err := held.Err(); err != nil {
 		return context.Cause(held)
@@ -337,4 +342,20 @@ func (o *Once) do(ctx context.Context, op func(*zk.Conn) error) error {
 		return withPath(o.done, err)
 	}
 	return nil
+}
+
+// lostOr returns err, a failure of a request made under the run's lock
+// (hold context held) before f could run, or the lock's loss if that is
+// what it was: held's cause, or err wrapped in ErrLockLost if err is the
+// session's loss (held may not be canceled yet). ctx's end stays err.
+func lostOr(ctx, held context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case held.Err() != nil:
+		return context.Cause(held)
+	case errors.Is(err, zkconn.ErrSessionLost):
+		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	}
+	return err
 }

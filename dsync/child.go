@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,43 +58,6 @@ func newChild(s *settings, g *grant, stdout, stderr, msgs io.Writer) *child {
 	newProcessGroup(cmd)
 	return &child{cmd: cmd, path: s.path, what: g.what, lost: s.lost, exitLost: s.exitLost,
 		grace: g.grace, timeout: g.timeout, revoked: g.revoked, stderr: msgs}
-}
-
-// A msgWriter writes dsync's messages to w from a goroutine of its own, so
-// that a write that blocks (a pipe nobody reads just then, a terminal
-// paused with Ctrl-S) never holds up what child.run does about CMD: the
-// SIGTERM and SIGKILL of a lost lock must not wait for stderr. Messages
-// beyond its queue are dropped.
-type msgWriter struct {
-	q    chan []byte
-	done chan struct{}
-	tty  bool // w is a terminal (isTerminal)
-}
-
-func newMsgWriter(w io.Writer) *msgWriter {
-	m := &msgWriter{q: make(chan []byte, 64), done: make(chan struct{}), tty: isTerminal(w)}
-	go func() {
-		defer close(m.done)
-		for b := range m.q {
-			_, _ = w.Write(b)
-		}
-	}()
-	return m
-}
-
-// Write queues p, never waiting.
-func (m *msgWriter) Write(p []byte) (int, error) {
-	select {
-	case m.q <- bytes.Clone(p):
-	default:
-	}
-	return len(p), nil
-}
-
-// Close writes what is queued, waiting for it.
-func (m *msgWriter) Close() {
-	close(m.q)
-	<-m.done
 }
 
 // run starts CMD and returns once no process of its group is left, while:

@@ -70,13 +70,13 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 	// dsync's own messages never wait for stderr (see msgWriter); CMD
 	// writes to it directly.
 	msgs := newMsgWriter(stderr)
-	defer msgs.Close() // after the release: stderr may block
 	sess, g, code := acquire(ctx, name, s, notice, sigs, msgs)
-	if g == nil {
-		return code
+	interrupted := false
+	if g != nil {
+		code = g.end(newChild(s, g, stdout, stderr, msgs).run(ctx, g.held, sigs))
+		interrupted = shutdown(ctx, sess, g.timeout, sigs)
 	}
-	code = g.end(newChild(s, g, stdout, stderr, msgs).run(ctx, g.held, sigs))
-	shutdown(ctx, sess, g.timeout, sigs)
+	msgs.Close(sigs, interrupted) // after the release: stderr may block
 	return code
 }
 
@@ -86,8 +86,8 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 // server to expire with the session while others wait behind it. It waits
 // at most timeout, the session's (the server has let the session go by
 // then), and no longer once ctx is done or a signal that ends waits comes;
-// then Close takes a second at most.
-func shutdown(ctx context.Context, sess *zkconn.Session, timeout time.Duration, sigs <-chan os.Signal) {
+// then Close takes a second at most. It reports whether such a signal came.
+func shutdown(ctx context.Context, sess *zkconn.Session, timeout time.Duration, sigs <-chan os.Signal) (interrupted bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan struct{})
@@ -98,10 +98,11 @@ func shutdown(ctx context.Context, sess *zkconn.Session, timeout time.Duration, 
 	for {
 		select {
 		case <-done:
-			return
+			return interrupted
 		case sig := <-sigs:
 			switch kindOf(sig) {
 			case sigForward:
+				interrupted = true
 				cancel()
 			case sigStop:
 				stopSelf()

@@ -207,7 +207,9 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) resolution 
 // c.conn.
 func (s *Session) newClientLocked(r resolution, refused func(error)) (*client, error) {
 	cn := newConnector(&s.cfg, r.addrs, r.names, refused, s.logf)
-	c := &client{authed: s.cfg.authScheme == "", wire: newWire(cn.dialer()), connector: cn, missing: r.missing, unresolved: r.err}
+	w := newWire(cn.dialer())
+	w.requested, w.servers = s.cfg.sessionTimeout, len(cn.servers)
+	c := &client{authed: s.cfg.authScheme == "", wire: w, connector: cn, missing: r.missing, unresolved: r.err}
 	conn, events, err := zk.Connect(r.addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),

@@ -90,6 +90,33 @@ type wire struct {
 	closed  bool                       // close was called: dials fail
 
 	exists map[string]*existsWatches // by path: the exists watches (see existsWatches)
+
+	// requested and servers bound the wait for a connect response (see
+	// greetWait); servers 0: no bound.
+	requested time.Duration
+	servers   int
+}
+
+// greetWait returns how long a connection is given for its connect
+// response before it is closed, so that go-zookeeper tries the next
+// server: the session timeout (granted, else asked for) divided by the
+// number of servers, as ZooKeeper's own client gives each server.
+// go-zookeeper alone waits ten times two thirds of the session timeout for
+// a server that accepted the connection but does not answer (a paused JVM,
+// a partition behind a proxy), and the session expires meanwhile although
+// another server answers. go-zookeeper pauses a second before it tries
+// again the server it was connected to, so with n servers the session is
+// back on that one (n-1)/n of the timeout and a second after a drop at
+// the latest, as with ZooKeeper's client. Zero: no bound.
+func (w *wire) greetWait() time.Duration {
+	if w.servers == 0 {
+		return 0
+	}
+	t := time.Duration(w.timeout.Load())
+	if t == 0 {
+		t = w.requested
+	}
+	return t / time.Duration(w.servers)
 }
 
 // existsWatches is what a wire knows of the exists watches at one path: of
@@ -513,6 +540,9 @@ type tap struct {
 	// (see watchDeaf); closed stops it.
 	deaf   *time.Timer
 	closed bool
+	// greet closes the connection if its connect response has not come
+	// within greetWait (see there); nil once it has.
+	greet *time.Timer
 
 	// Only the reading goroutine touches these. Offsets count the bytes
 	// the server sent on the connection.
@@ -594,6 +624,9 @@ func (t *tap) Write(b []byte) (int, error) {
 			return 0, errNewSession
 		}
 		t.w.connected(t.n, t.connZxid)
+		if d := t.w.greetWait(); d > 0 && !t.closed {
+			t.greet = time.AfterFunc(d, t.greetCheck)
+		}
 	}
 	// The request's xid and opcode; the connect request has none (its
 	// bytes 8-12 are the epoch of the last zxid seen).
@@ -672,8 +705,22 @@ func (t *tap) shut() error {
 	if t.deaf != nil {
 		t.deaf.Stop()
 	}
+	if t.greet != nil {
+		t.greet.Stop()
+	}
 	t.mu.Unlock()
 	return t.Conn.Close()
+}
+
+// greetCheck closes the connection if its connect response has not come
+// (see wire.greetWait): go-zookeeper then tries the next server.
+func (t *tap) greetCheck() {
+	t.mu.Lock()
+	waiting := t.greet != nil && !t.closed
+	t.mu.Unlock()
+	if waiting {
+		t.shut()
+	}
 }
 
 // watchDeaf starts deaf, once the connect response of a session is read
@@ -704,12 +751,21 @@ func (t *tap) deafIn() time.Duration {
 // It does not wait for a request written since, as deafIn does: that
 // request was written after a stall, and what came before its reply (a
 // notification) proves nothing of the session.
+//
+// It reports so too if the connection was closed meanwhile (the deaf timer
+// may have run between the read and now): what was read is stale all the
+// same. It leaves the connect response alone (go-zookeeper has not had it
+// yet): go-zookeeper must learn the session it names, or every later
+// connect of the *zk.Conn would be refused (see errNewSession); nothing
+// after it on a new connection answers a watch, and the deaf timer, due
+// at once, closes the connection after it.
 func (t *tap) deafNow() bool {
 	t.mu.Lock()
 	third := t.w.timeout.Load() / 3
-	deaf := t.deaf != nil && !t.closed && t.w.heard.Load()+2*third <= int64(time.Since(t.w.base))
+	deaf := t.deaf != nil && t.given >= t.greetEnd && t.w.heard.Load()+2*third <= int64(time.Since(t.w.base))
+	closed := t.closed
 	t.mu.Unlock()
-	if deaf {
+	if deaf && !closed {
 		t.shut()
 	}
 	return deaf
@@ -874,6 +930,10 @@ func (t *tap) frame(f []byte, end int64) bool {
 	var xid int32 // the connect request's, for the connect response
 	if t.greetEnd == 0 {
 		t.greetEnd = end
+		if t.greet != nil {
+			t.greet.Stop()
+			t.greet = nil
+		}
 		if t.hold != nil {
 			t.open = end
 			t.holdTimer = time.AfterFunc(t.holdFor, t.unhold)
