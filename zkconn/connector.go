@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -236,7 +237,15 @@ type firstRead struct {
 	raw  net.Conn // the TCP connection under Conn (Conn itself without TLS)
 	c    *connector
 	addr string
-	done bool
+	done atomic.Bool
+}
+
+// unanswered records that the server sent nothing within d of the
+// connect request: the tap closes the connection (see greetWait).
+func (r *firstRead) unanswered(d time.Duration) {
+	if r.done.CompareAndSwap(false, true) {
+		r.c.failed(r.addr, fmt.Errorf("connection to %s: no connect response within %v", r.addr, d))
+	}
 }
 
 // Close closes the TCP connection at once. A TLS connection's Close would
@@ -246,15 +255,14 @@ func (r *firstRead) Close() error { return r.raw.Close() }
 
 func (r *firstRead) Read(b []byte) (int, error) {
 	n, err := r.Conn.Read(b)
-	if !r.done {
+	if !r.done.Load() {
 		switch {
 		case n > 0:
-			r.done = true
+			r.done.Store(true)
 			r.c.mu.Lock()
 			r.c.accepted = true
 			r.c.mu.Unlock()
-		case err != nil:
-			r.done = true
+		case err != nil && r.done.CompareAndSwap(false, true):
 			cause := fmt.Errorf("connection to %s: %w", r.addr, err)
 			if r.c.tls != nil {
 				cause = fmt.Errorf("TLS connection to %s: %w", r.addr, err)

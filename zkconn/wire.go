@@ -97,10 +97,15 @@ type wire struct {
 	servers   int
 }
 
+// minGreetWait is the least a first connect is given before a timeout is
+// granted: go-zookeeper's own dial timeout.
+const minGreetWait = time.Second
+
 // greetWait returns how long a connection is given for its connect
 // response before it is closed, so that go-zookeeper tries the next
-// server: the session timeout (granted, else asked for) divided by the
-// number of servers, as ZooKeeper's own client gives each server.
+// server: the session timeout granted divided by the number of servers,
+// as ZooKeeper's own client gives each server (before a grant, the one
+// asked for, but at least minGreetWait).
 // go-zookeeper alone waits ten times two thirds of the session timeout for
 // a server that accepted the connection but does not answer (a paused JVM,
 // a partition behind a proxy), and the session expires meanwhile although
@@ -112,11 +117,13 @@ func (w *wire) greetWait() time.Duration {
 	if w.servers == 0 {
 		return 0
 	}
-	t := time.Duration(w.timeout.Load())
-	if t == 0 {
-		t = w.requested
+	if t := time.Duration(w.timeout.Load()); t > 0 {
+		return t / time.Duration(w.servers)
 	}
-	return t / time.Duration(w.servers)
+	// None granted yet: the server may grant more than was asked (it
+	// clamps a timeout below its minimum up), so a small timeout asked
+	// for must not bound a connect that the grant would let through.
+	return max(w.requested/time.Duration(w.servers), minGreetWait)
 }
 
 // existsWatches is what a wire knows of the exists watches at one path: of
@@ -719,6 +726,9 @@ func (t *tap) greetCheck() {
 	waiting := t.greet != nil && !t.closed
 	t.mu.Unlock()
 	if waiting {
+		if r, ok := t.Conn.(*firstRead); ok {
+			r.unanswered(t.w.greetWait())
+		}
 		t.shut()
 	}
 }
