@@ -1,0 +1,55 @@
+package zkconn
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
+)
+
+// TestReviewR96SlowLinkReconnect: a Session on ten server addresses (here
+// ten proxies to one server), all over a link whose round trip is about
+// 500ms, with a 3s session timeout. The link is well inside what the
+// session needs: Dial connects (greetWait gives a first connect a second)
+// and the session lives on it (pings every 1s, answered within the 2s deaf
+// bound). Then the connection drops (Cut), every server healthy and
+// reachable. Were greetWait after the grant 3s/10 = 300ms, under the round
+// trip, every reconnect would be closed before its connect response and
+// the session lost, where go-zookeeper alone came back at the first
+// attempt: it gives twice the last connect's round trip, up to a third of
+// the timeout.
+func TestReviewR96SlowLinkReconnect(t *testing.T) {
+	const timeout = 3 * time.Second
+	var ps []*zktest.Proxy
+	var addrs []string
+	for range 10 {
+		p := zktest.NewProxy(t, shared.Addr())
+		p.SetDelay(250 * time.Millisecond) // each way
+		ps = append(ps, p)
+		addrs = append(addrs, p.Addr())
+	}
+	s := dial(t, addrs, WithSessionTimeout(timeout))
+	sub := s.Subscribe()
+	t.Cleanup(sub.Stop)
+	await(t, sub, StateConnected, 30*time.Second)
+	first := current(t, s).ID()
+	var cur *zktest.Proxy
+	for _, p := range ps {
+		if p.Conns() == 1 {
+			cur = p
+		}
+	}
+	if cur == nil {
+		t.Fatal("no proxy holds the connection")
+	}
+	start := time.Now()
+	cur.Cut()
+	if ev := r93Next(t, sub, 30*time.Second); ev.State != StateSuspended {
+		t.Fatalf("after the cut: %v; want suspended", ev.State)
+	}
+	ev := r93Next(t, sub, 30*time.Second)
+	if ev.State != StateReconnected {
+		t.Fatalf("session %#x: %v %v after the cut (every server reachable, 500ms round trip, 3s timeout); want reconnected", first, ev.State, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("reconnected after %v", time.Since(start).Round(time.Millisecond))
+}
