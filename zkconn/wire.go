@@ -95,7 +95,6 @@ type wire struct {
 	// greetWait); servers 0: no bound.
 	requested time.Duration
 	servers   int
-	greetRTT  atomic.Int64 // ns: the last connect response's round trip
 }
 
 // minGreetWait is the least a first connect is given before a timeout is
@@ -105,8 +104,8 @@ const minGreetWait = time.Second
 // greetWait returns how long a connection is given for its connect
 // response before it is closed, so that go-zookeeper tries the next
 // server: the session timeout granted divided by the number of servers,
-// as ZooKeeper's own client gives each server, but at least twice the last
-// connect response's round trip up to a third of the timeout (a link the
+// as ZooKeeper's own client gives each server, but at least twice the
+// recent round trips (RoundTrip) up to a third of the timeout (a link the
 // session can live on carries a reconnect); before a grant, the timeout
 // asked for divided by the number of servers, but at least minGreetWait.
 // go-zookeeper alone waits ten times two thirds of the session timeout for
@@ -123,9 +122,8 @@ func (w *wire) greetWait() time.Duration {
 	if t := time.Duration(w.timeout.Load()); t > 0 {
 		// A link the session lives on (a round trip under a third of the
 		// timeout, go-zookeeper's ping interval) must carry a reconnect
-		// too: twice the last connect response's round trip, up to that
-		// third.
-		return max(t/time.Duration(w.servers), min(2*time.Duration(w.greetRTT.Load()), t/3))
+		// too: twice its recent round trips, up to that third.
+		return max(t/time.Duration(w.servers), min(2*w.RoundTrip(), t/3))
 	}
 	// None granted yet: the server may grant more than was asked (it
 	// clamps a timeout below its minimum up), so a small timeout asked
@@ -950,9 +948,6 @@ func (t *tap) frame(f []byte, end int64) bool {
 		if t.greet != nil {
 			t.greet.Stop()
 			t.greet = nil
-		}
-		if len(t.pending) > 0 {
-			t.w.greetRTT.Store(int64(time.Since(t.w.base)) - t.pending[0].at)
 		}
 		if t.hold != nil {
 			t.open = end
