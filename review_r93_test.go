@@ -291,10 +291,8 @@ func TestReviewR93Ensemble(t *testing.T) {
 		obs := observer(t, e.Addrs()...)
 		awaitChildren(t, obs, path+"/leases", 2)
 		// b's session is on the other server now, and waits there.
-		for deadline := time.Now().Add(30 * time.Second); other.Conns() != 1; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("b's session not on the other server: %d connections there", other.Conns())
-			}
+		if err := other.AwaitConns(ctx, 1); err != nil {
+			t.Fatalf("b's session not on the other server: %v", err)
 		}
 		select {
 		case <-got:

@@ -80,7 +80,7 @@ func newChild(s *settings, g *grant, stdout, stderr, msgs io.Writer) *child {
 // says, which may equal a status of CMD's).
 func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) (status int, lost bool) {
 	if held.Err() != nil && c.lost != lossIgnore {
-		fmt.Fprintf(c.stderr, "dsync: %s lost before CMD started: %s\n", c.what, lossCause(held))
+		sayLostBeforeStart(c.stderr, c.what, context.Cause(held))
 		return c.exitLost, true
 	}
 	select {
@@ -209,7 +209,7 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) (status in
 			fmt.Fprintf(c.stderr, "dsync: revocation of the lock on %s requested: SIGTERM to CMD's process group\n", c.path)
 			c.signal(syscall.SIGTERM)
 		case <-lostc:
-			why := fmt.Sprintf("%s lost: %s", c.what, lossCause(held))
+			why := fmt.Sprintf("%s lost: %s", c.what, causeText(context.Cause(held)))
 			if !lose(why) {
 				break
 			}
@@ -249,8 +249,11 @@ func (c *child) signal(sig os.Signal) {
 	_ = signalGroup(c.cmd.Process, sig)
 }
 
-// lossCause describes why held was canceled, without repeating "lock lost".
-func lossCause(held context.Context) string { return causeText(context.Cause(held)) }
+// sayLostBeforeStart says on w that what (the lock, leadership) was lost
+// after it was acquired and before CMD started, and why.
+func sayLostBeforeStart(w io.Writer, what string, cause error) {
+	fmt.Fprintf(w, "dsync: %s lost before CMD started: %s\n", what, causeText(cause))
+}
 
 // causeText describes the cause of a loss, without repeating "lock lost".
 func causeText(cause error) string {

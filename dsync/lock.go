@@ -170,7 +170,7 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 			_, unanswered := dialTimedOut(r.err)
 			switch {
 			case errors.As(r.err, &lostEarly):
-				fmt.Fprintf(stderr, "dsync: %s lost before CMD started: %s\n", lostEarly.what, causeText(lostEarly.err))
+				sayLostBeforeStart(stderr, lostEarly.what, lostEarly.err)
 				return nil, nil, s.exitLost
 			case errors.As(r.err, &usage):
 				fmt.Fprintf(stderr, "dsync %s: %v\n", name, r.err)

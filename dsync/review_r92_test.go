@@ -451,12 +451,10 @@ func TestReviewR92SignalWhileDialing(t *testing.T) {
 				args = append(args, "--", "true")
 			}
 			p := start(t, args...)
-			deadline := time.Now().Add(30 * time.Second)
-			for proxy.Conns() == 0 { // dialing: its signal handlers are set
-				if time.Now().After(deadline) {
-					t.Fatal("dsync did not connect to the proxy within 30s")
-				}
-				time.Sleep(10 * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := proxy.AwaitConns(ctx, 1); err != nil { // dialing: its signal handlers are set
+				t.Fatalf("dsync dialing: %v", err)
 			}
 			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)

@@ -19,20 +19,32 @@ import (
 // attempt: it gives twice the last connect's round trip, up to a third of
 // the timeout.
 func TestReviewR96SlowLinkReconnect(t *testing.T) {
-	const timeout = 3 * time.Second
-	var ps []*zktest.Proxy
-	var addrs []string
-	for range 10 {
-		p := zktest.NewProxy(t, shared.Addr())
-		p.SetDelay(250 * time.Millisecond) // each way
-		ps = append(ps, p)
-		addrs = append(addrs, p.Addr())
-	}
-	s := dial(t, addrs, WithSessionTimeout(timeout))
+	ps, addrs := r96Proxies(t, 10, 250*time.Millisecond) // each way
+	s := dial(t, addrs, WithSessionTimeout(3*time.Second))
 	sub := s.Subscribe()
 	t.Cleanup(sub.Stop)
 	await(t, sub, StateConnected, 30*time.Second)
-	first := current(t, s).ID()
+	r96CutReconnects(t, current(t, s).ID(), sub, ps, "every server reachable, 500ms round trip, 3s timeout")
+}
+
+// r96Proxies returns n proxies to the shared server, each delaying what
+// passes by delay each way, and their addresses.
+func r96Proxies(t *testing.T, n int, delay time.Duration) (ps []*zktest.Proxy, addrs []string) {
+	t.Helper()
+	for range n {
+		p := zktest.NewProxy(t, shared.Addr())
+		p.SetDelay(delay)
+		ps = append(ps, p)
+		addrs = append(addrs, p.Addr())
+	}
+	return ps, addrs
+}
+
+// r96CutReconnects cuts the connection of session id, which goes through
+// one of ps, and requires sub to tell of its suspension and then of its
+// reconnection, not of its loss (setup says how the link is).
+func r96CutReconnects(t *testing.T, id int64, sub *Subscription, ps []*zktest.Proxy, setup string) {
+	t.Helper()
 	var cur *zktest.Proxy
 	for _, p := range ps {
 		if p.Conns() == 1 {
@@ -47,9 +59,8 @@ func TestReviewR96SlowLinkReconnect(t *testing.T) {
 	if ev := r93Next(t, sub, 30*time.Second); ev.State != StateSuspended {
 		t.Fatalf("after the cut: %v; want suspended", ev.State)
 	}
-	ev := r93Next(t, sub, 30*time.Second)
-	if ev.State != StateReconnected {
-		t.Fatalf("session %#x: %v %v after the cut (every server reachable, 500ms round trip, 3s timeout); want reconnected", first, ev.State, time.Since(start).Round(time.Millisecond))
+	if ev := r93Next(t, sub, 30*time.Second); ev.State != StateReconnected {
+		t.Fatalf("session %#x: %v %v after the cut (%s); want reconnected", id, ev.State, time.Since(start).Round(time.Millisecond), setup)
 	}
 	t.Logf("reconnected after %v", time.Since(start).Round(time.Millisecond))
 }

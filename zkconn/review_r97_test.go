@@ -3,8 +3,6 @@ package zkconn
 import (
 	"testing"
 	"time"
-
-	"github.com/dsync-go/dsync/zkconn/zktest"
 )
 
 // TestReviewR97LinkSlowedSinceConnect: round 96's case, but the link was
@@ -18,15 +16,8 @@ import (
 // the session lost, where go-zookeeper alone came back at the first
 // attempt. It counts the recent round trips (RoundTrip).
 func TestReviewR97LinkSlowedSinceConnect(t *testing.T) {
-	const timeout = 3 * time.Second
-	var ps []*zktest.Proxy
-	var addrs []string
-	for range 10 {
-		p := zktest.NewProxy(t, shared.Addr())
-		ps = append(ps, p)
-		addrs = append(addrs, p.Addr())
-	}
-	s := dial(t, addrs, WithSessionTimeout(timeout))
+	ps, addrs := r96Proxies(t, 10, 0)
+	s := dial(t, addrs, WithSessionTimeout(3*time.Second))
 	sub := s.Subscribe()
 	t.Cleanup(sub.Stop)
 	await(t, sub, StateConnected, 30*time.Second)
@@ -50,23 +41,5 @@ func TestReviewR97LinkSlowedSinceConnect(t *testing.T) {
 		t.Fatalf("on the slowed link: %v; want it connected", ev.State)
 	default:
 	}
-	var cur *zktest.Proxy
-	for _, p := range ps {
-		if p.Conns() == 1 {
-			cur = p
-		}
-	}
-	if cur == nil {
-		t.Fatal("no proxy holds the connection")
-	}
-	start := time.Now()
-	cur.Cut()
-	if ev := r93Next(t, sub, 30*time.Second); ev.State != StateSuspended {
-		t.Fatalf("after the cut: %v; want suspended", ev.State)
-	}
-	ev := r93Next(t, sub, 30*time.Second)
-	if ev.State != StateReconnected {
-		t.Fatalf("session %#x: %v %v after the cut (every server reachable, 500ms round trip now, 3s timeout, fast at connect); want reconnected", h.ID(), ev.State, time.Since(start).Round(time.Millisecond))
-	}
-	t.Logf("reconnected after %v", time.Since(start).Round(time.Millisecond))
+	r96CutReconnects(t, h.ID(), sub, ps, "every server reachable, 500ms round trip now, 3s timeout, fast at connect")
 }

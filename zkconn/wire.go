@@ -637,7 +637,7 @@ func (t *tap) Write(b []byte) (int, error) {
 		}
 		t.w.connected(t.n, t.connZxid)
 		if d := t.w.greetWait(); d > 0 && !t.closed {
-			t.greet = time.AfterFunc(d, t.greetCheck)
+			t.greet = time.AfterFunc(d, func() { t.greetCheck(d) })
 		}
 	}
 	// The request's xid and opcode; the connect request has none (its
@@ -725,14 +725,14 @@ func (t *tap) shut() error {
 }
 
 // greetCheck closes the connection if its connect response has not come
-// (see wire.greetWait): go-zookeeper then tries the next server.
-func (t *tap) greetCheck() {
+// within d (see wire.greetWait): go-zookeeper then tries the next server.
+func (t *tap) greetCheck(d time.Duration) {
 	t.mu.Lock()
 	waiting := t.greet != nil && !t.closed
 	t.mu.Unlock()
 	if waiting {
 		if r, ok := t.Conn.(*firstRead); ok {
-			r.unanswered(t.w.greetWait())
+			r.unanswered(d)
 		}
 		t.shut()
 	}

@@ -31,6 +31,7 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	conns     map[*proxyConn]struct{} // held connections
+	changed   chan struct{}           // closed, and replaced, when conns changes
 	filter    filter                  // for new connections
 	faults    []*Fault                // armed, oldest first
 	afterPing chan time.Time          // see BlackHoleAfterPing; nil when not armed
@@ -65,11 +66,12 @@ func StartProxy(target string) (*Proxy, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
-		target: target,
-		ln:     ln,
-		ctx:    ctx,
-		cancel: cancel,
-		conns:  map[*proxyConn]struct{}{},
+		target:  target,
+		ln:      ln,
+		ctx:     ctx,
+		cancel:  cancel,
+		conns:   map[*proxyConn]struct{}{},
+		changed: make(chan struct{}),
 	}
 	p.wg.Add(1)
 	go p.accept()
@@ -90,6 +92,30 @@ func (p *Proxy) Conns() int {
 	return len(p.conns)
 }
 
+// AwaitConns waits until the proxy holds n client connections (see
+// Conns), or until ctx ends, with an error that says how many it held.
+func (p *Proxy) AwaitConns(ctx context.Context, n int) error {
+	for {
+		p.mu.Lock()
+		held, changed := len(p.conns), p.changed
+		p.mu.Unlock()
+		if held == n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("zktest: proxy holds %d connections, want %d: %w", held, n, ctx.Err())
+		}
+	}
+}
+
+// connsChanged tells AwaitConns that conns changed. The caller holds p.mu.
+func (p *Proxy) connsChanged() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
 // Cut closes every connection the proxy holds, on both sides, at once: each
 // client sees its connection close, as when a server crashes. Connections
 // made afterwards are accepted as usual (forwarded, or swallowed while a
@@ -102,6 +128,7 @@ func (p *Proxy) Cut() {
 		c.close()
 		delete(p.conns, c)
 	}
+	p.connsChanged()
 }
 
 // BlackHole partitions the network: from now on the proxy forwards nothing,
@@ -210,6 +237,7 @@ func (p *Proxy) Close() {
 			c.close()
 			delete(p.conns, c)
 		}
+		p.connsChanged()
 		p.mu.Unlock()
 		p.cancel()
 		p.ln.Close()
@@ -244,6 +272,7 @@ func (p *Proxy) accept() {
 		c := &proxyConn{p: p, client: conn, ctx: ctx, cancel: cancel, expected: map[int32]*Fault{}}
 		c.filter.Store(int32(p.filter))
 		p.conns[c] = struct{}{}
+		p.connsChanged()
 		p.wg.Add(1)
 		p.mu.Unlock()
 		go p.serve(c)
@@ -278,7 +307,10 @@ func (p *Proxy) serve(c *proxyConn) {
 func (p *Proxy) forget(c *proxyConn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.conns, c)
+	if _, ok := p.conns[c]; ok {
+		delete(p.conns, c)
+		p.connsChanged()
+	}
 }
 
 // proxyConn is one client connection and its connection to the target.
