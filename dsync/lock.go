@@ -70,13 +70,12 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 	// dsync's own messages never wait for stderr (see msgWriter); CMD
 	// writes to it directly.
 	msgs := newMsgWriter(stderr)
-	sess, g, code := acquire(ctx, name, s, notice, sigs, msgs)
-	interrupted := false
+	sess, g, code, interrupted := acquire(ctx, name, s, notice, sigs, msgs)
 	if g != nil {
 		code = g.end(newChild(s, g, stdout, stderr, msgs).run(ctx, g.held, sigs))
 		interrupted = shutdown(ctx, sess, g.timeout, sigs)
 	}
-	msgs.Close(sigs, interrupted) // after the release: stderr may block
+	msgs.Close(ctx, sigs, interrupted) // after the release: stderr may block
 	return code
 }
 
@@ -117,8 +116,9 @@ func shutdown(ctx context.Context, sess *zkconn.Session, timeout time.Duration, 
 // is done. After waiting notice in line (0: never), it says on stderr who
 // holds the lock. On failure, or when there is nothing to run (a once done
 // already), it reports why on stderr and returns a nil grant and the exit
-// status, having closed the Session.
-func acquire(ctx context.Context, name string, s *settings, notice time.Duration, sigs <-chan os.Signal, stderr io.Writer) (*zkconn.Session, *grant, int) {
+// status, having closed the Session; interrupted reports that a signal that
+// ends waits came.
+func acquire(ctx context.Context, name string, s *settings, notice time.Duration, sigs <-chan os.Signal, stderr io.Writer) (_ *zkconn.Session, _ *grant, _ int, interrupted bool) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	wctx, stop := bounded(wctx, s.timeout)
@@ -154,16 +154,16 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 					shutdown(ctx, r.sess, r.g.timeout, sigs)
 				}
 				fmt.Fprintf(stderr, "dsync: interrupted waiting for %s\n", s.path)
-				return nil, nil, 128 + signalNumber(sig)
+				return nil, nil, 128 + signalNumber(sig), true
 			}
 			if r.err == nil {
-				return r.sess, r.g, 0
+				return r.sess, r.g, 0, false
 			}
 			if errors.Is(r.err, errDone) {
 				if isTerminal(stderr) {
 					fmt.Fprintf(stderr, "dsync: %s: done already; CMD not run\n", s.path)
 				}
-				return nil, nil, 0
+				return nil, nil, 0, false
 			}
 			var usage *badUsage
 			var lostEarly *lostBeforeRun
@@ -171,10 +171,10 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 			switch {
 			case errors.As(r.err, &lostEarly):
 				sayLostBeforeStart(stderr, lostEarly.what, lostEarly.err)
-				return nil, nil, s.exitLost
+				return nil, nil, s.exitLost, false
 			case errors.As(r.err, &usage):
 				fmt.Fprintf(stderr, "dsync %s: %v\n", name, r.err)
-				return nil, nil, exitUsage
+				return nil, nil, exitUsage, false
 			case unanswered:
 				fmt.Fprintf(stderr, "dsync: %v\n", r.err)
 			case errors.Is(r.err, dsync.ErrWouldBlock):
@@ -184,7 +184,7 @@ func acquire(ctx context.Context, name string, s *settings, notice time.Duration
 			default:
 				fmt.Fprintf(stderr, "dsync: %s: %v\n", s.path, r.err)
 			}
-			return nil, nil, exitFail
+			return nil, nil, exitFail, false
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 )
@@ -40,14 +41,17 @@ func (m *msgWriter) Write(p []byte) (int, error) {
 
 // Close ends the writer and waits until what is queued is written, unless
 // interrupted (a signal that ends waits came already), and no longer once
-// such a signal comes from sigs: with stderr blocked for good, dsync would
-// otherwise not exit at all, as its signals are caught. What is queued
-// then is still written while dsync runs. Nothing may be written after.
-func (m *msgWriter) Close(sigs <-chan os.Signal, interrupted bool) {
+// such a signal comes from sigs or ctx is done (run's ctx ends its waits):
+// with stderr blocked for good, dsync would otherwise not exit at all, as
+// its signals are caught. What is queued then is still written while dsync
+// runs. Nothing may be written after.
+func (m *msgWriter) Close(ctx context.Context, sigs <-chan os.Signal, interrupted bool) {
 	close(m.q)
 	for !interrupted {
 		select {
 		case <-m.done:
+			return
+		case <-ctx.Done():
 			return
 		case sig := <-sigs:
 			switch kindOf(sig) {
