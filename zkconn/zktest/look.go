@@ -24,29 +24,39 @@ func Observer(t testing.TB, addrs ...string) *zk.Conn {
 }
 
 // AwaitChildren blocks until path has exactly n children and returns them,
-// waiting on watches (a missing path counts as none). It fails the test if
-// that does not happen within 30 seconds, so it must be called from the
-// goroutine running the test.
+// waiting on watches (a missing path counts as none). A request that fails
+// with c's connection is made again: across a server's restart,
+// go-zookeeper fails what it has queued each time it has tried every
+// server, and a test that restarts one looks with c after its sessions are
+// back, which can be before c is. It fails the test on any other error, or
+// if path does not have n children within 30 seconds, so it must be called
+// from the goroutine running the test.
 func AwaitChildren(t testing.TB, c *zk.Conn, path string, n int) []string {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
 		ok, _, appeared, err := c.ExistsW(path)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var changed <-chan zk.Event
 		var kids []string
-		if ok {
+		if err == nil && ok {
 			kids, _, changed, err = c.ChildrenW(path)
 			if errors.Is(err, zk.ErrNoNode) {
 				continue
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
 		}
-		if len(kids) == n {
+		switch {
+		case connectionFailed(err):
+			// Made again at once: the request waits for c's next
+			// connection.
+			select {
+			case <-deadline:
+				t.Fatalf("%s: %v; want %d children", path, err, n)
+			default:
+				continue
+			}
+		case err != nil:
+			t.Fatal(err)
+		case len(kids) == n:
 			return kids
 		}
 		select {
@@ -56,6 +66,12 @@ func AwaitChildren(t testing.TB, c *zk.Conn, path string, n int) []string {
 			t.Fatalf("%s has children %v; want %d of them", path, kids, n)
 		}
 	}
+}
+
+// connectionFailed reports whether err is go-zookeeper's failure of a
+// request with its connection, not the server's answer to it.
+func connectionFailed(err error) bool {
+	return errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed)
 }
 
 // CreateEvery creates paths in order with c, one at each tick of d (empty
