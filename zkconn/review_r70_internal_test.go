@@ -319,11 +319,17 @@ func r70Names(b []byte, op int32, path string) bool {
 
 // awaitQueued returns once a goroutine waits in go-zookeeper's request for
 // the reply to a call of one of fns (its request is in the send queue).
-func awaitQueued(t *testing.T, fns ...string) {
+func awaitQueued(t *testing.T, fns ...string) { awaitQueuedVia(t, "", fns...) }
+
+// awaitQueuedVia is awaitQueued for a goroutine whose stack also names
+// via: the caller to wait for where another goroutine waits in a call of
+// the same fn.
+func awaitQueuedVia(t *testing.T, via string, fns ...string) {
 	t.Helper()
 	awaitGoroutines(t, fns[0]+" queued", func(gs [][]byte) bool {
 		return slices.ContainsFunc(gs, func(g []byte) bool {
 			return slices.ContainsFunc(fns, func(fn string) bool { return bytes.Contains(g, []byte("zk.(*Conn)."+fn+"(")) }) &&
+				bytes.Contains(g, []byte(via)) &&
 				bytes.Contains(g, []byte("zk.(*Conn).request(")) &&
 				!bytes.Contains(g, []byte("zk.(*Conn).queueRequest("))
 		})

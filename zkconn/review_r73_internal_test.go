@@ -247,7 +247,8 @@ func TestReviewR73SharedReadSentOnNextConnection(t *testing.T) {
 				w, err := tc.watch(ctx, h, node)
 				res <- result{w, err}
 			}()
-			awaitQueued(t, tc.fn) // the read without a watch, behind H
+			// The read without a watch, behind H (itself an Exists).
+			awaitQueuedVia(t, "zkconn.Handle."+tc.name, tc.fn)
 			openH()
 			<-hDone
 			select {
