@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"time"
 )
 
 // A msgWriter writes dsync's messages to w from a goroutine of its own, so
@@ -13,14 +14,15 @@ import (
 // SIGTERM and SIGKILL of a lost lock must not wait for stderr. Messages
 // beyond its queue (64) are dropped.
 type msgWriter struct {
-	q    chan []byte
-	done chan struct{}
-	tty  bool // w is a terminal (isTerminal)
+	q     chan []byte
+	done  chan struct{}
+	tty   bool          // w is a terminal (isTerminal)
+	grace time.Duration // Close's, once a signal came: msgGrace, but in tests
 }
 
 // newMsgWriter starts a msgWriter writing to w.
 func newMsgWriter(w io.Writer) *msgWriter {
-	m := &msgWriter{q: make(chan []byte, 64), done: make(chan struct{}), tty: isTerminal(w)}
+	m := &msgWriter{q: make(chan []byte, 64), done: make(chan struct{}), tty: isTerminal(w), grace: msgGrace}
 	go func() {
 		defer close(m.done)
 		for b := range m.q {
@@ -39,27 +41,46 @@ func (m *msgWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close ends the writer and waits until what is queued is written, unless
-// interrupted (a signal that ends waits came already), and no longer once
-// such a signal comes from sigs or ctx is done (run's ctx ends its waits):
-// with stderr blocked for good, dsync would otherwise not exit at all, as
-// its signals are caught. What is queued then is still written while dsync
-// runs. Nothing may be written after.
+// Close ends the writer and waits until what is queued is written. Once a
+// signal that ends waits has come (interrupted: before Close; or from
+// sigs) or ctx is done (run's ctx ends its waits), it waits m.grace more
+// at most, and a second such signal ends it at once: with stderr blocked
+// for good, dsync would otherwise not exit at all, as its signals are
+// caught. What is queued then is still written while dsync runs. Nothing
+// may be written after.
 func (m *msgWriter) Close(ctx context.Context, sigs <-chan os.Signal, interrupted bool) {
 	close(m.q)
-	for !interrupted {
+	var grace <-chan time.Time // once a signal came or ctx is done
+	if interrupted {
+		grace = time.After(m.grace)
+	}
+	done := ctx.Done()
+	for {
 		select {
 		case <-m.done:
 			return
-		case <-ctx.Done():
+		case <-grace:
 			return
+		case <-done:
+			done = nil
+			if grace == nil {
+				grace = time.After(m.grace)
+			}
 		case sig := <-sigs:
 			switch kindOf(sig) {
 			case sigForward:
-				interrupted = true
+				if grace != nil {
+					return
+				}
+				grace = time.After(m.grace)
 			case sigStop:
 				stopSelf()
 			}
 		}
 	}
 }
+
+// msgGrace is how long Close waits for stderr to take dsync's last
+// messages (one saying why it stopped, say) once a signal came: a
+// terminal or pipe that takes them at all does so well within it.
+const msgGrace = time.Second
