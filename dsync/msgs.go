@@ -46,13 +46,19 @@ func (m *msgWriter) Write(p []byte) (int, error) {
 // sigs) or ctx is done (run's ctx ends its waits), it waits m.grace more
 // at most, and a second such signal ends it at once: with stderr blocked
 // for good, dsync would otherwise not exit at all, as its signals are
-// caught. What is queued then is still written while dsync runs. Nothing
-// may be written after.
+// caught. The grace is wall-clock time: it runs on while dsync is stopped
+// (SIGTSTP). What is queued then is still written while dsync runs.
+// Nothing may be written after.
 func (m *msgWriter) Close(ctx context.Context, sigs <-chan os.Signal, interrupted bool) {
 	close(m.q)
 	var grace <-chan time.Time // once a signal came or ctx is done
+	begin := func() {
+		if grace == nil {
+			grace = time.After(m.grace)
+		}
+	}
 	if interrupted {
-		grace = time.After(m.grace)
+		begin()
 	}
 	done := ctx.Done()
 	for {
@@ -63,16 +69,15 @@ func (m *msgWriter) Close(ctx context.Context, sigs <-chan os.Signal, interrupte
 			return
 		case <-done:
 			done = nil
-			if grace == nil {
-				grace = time.After(m.grace)
-			}
+			begin()
 		case sig := <-sigs:
 			switch kindOf(sig) {
 			case sigForward:
-				if grace != nil {
+				if interrupted {
 					return
 				}
-				grace = time.After(m.grace)
+				interrupted = true
+				begin()
 			case sigStop:
 				stopSelf()
 			}
@@ -81,6 +86,7 @@ func (m *msgWriter) Close(ctx context.Context, sigs <-chan os.Signal, interrupte
 }
 
 // msgGrace is how long Close waits for stderr to take dsync's last
-// messages (one saying why it stopped, say) once a signal came: a
+// messages (one saying why it stopped, say) once a signal came or run's
+// ctx is done: a
 // terminal or pipe that takes them at all does so well within it.
 const msgGrace = time.Second

@@ -31,18 +31,7 @@ func TestMsgWriterCloseInterruptedFlushes(t *testing.T) {
 		defer close(closed)
 		m.Close(context.Background(), nil, true)
 	}()
-	// A bounded poll: nothing tells that Close waits.
-	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(30 * time.Second); !waitsIn(buf, "dsync.(*msgWriter).Close("); time.Sleep(time.Millisecond) {
-		select {
-		case <-closed:
-			t.Fatal("Close, interrupted, returned with a message not yet taken by stderr")
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Close neither returned nor waited within 30s")
-		}
-	}
+	awaitCloseWaits(t, closed, "interrupted, with a message not yet taken by stderr")
 	stderr.unblock()
 	<-closed
 	if !strings.Contains(got.String(), "interrupted") {
@@ -54,10 +43,30 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// waitsIn reports whether a goroutine is blocked in a select in fn.
-func waitsIn(buf []byte, fn string) bool {
+// awaitCloseWaits waits until msgWriter.Close, run by a goroutine of the
+// test (closed closes when it returns), is blocked in its select. It fails
+// the test if Close returns first. A bounded poll: nothing tells that
+// Close waits.
+func awaitCloseWaits(t *testing.T, closed <-chan struct{}, what string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(30 * time.Second); !closeWaits(t, buf); time.Sleep(time.Millisecond) {
+		select {
+		case <-closed:
+			t.Fatalf("Close returned %s", what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close neither returned nor waited within 30s")
+		}
+	}
+}
+
+// closeWaits reports whether a goroutine of the test t is blocked in the
+// select of msgWriter.Close.
+func closeWaits(t *testing.T, buf []byte) bool {
 	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "[select") && strings.Contains(g, fn) {
+		if strings.Contains(g, "[select") && strings.Contains(g, "dsync.(*msgWriter).Close(") && strings.Contains(g, "dsync."+t.Name()+".") {
 			return true
 		}
 	}
