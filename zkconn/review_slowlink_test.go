@@ -14,7 +14,7 @@ type reviewQuiet struct{}
 func (reviewQuiet) Printf(string, ...any) {}
 
 // TestReviewSlowLinkNotDeaf (review round 9): a healthy link with a round
-// trip of a quarter of the session timeout (250ms each way, granted 2s), no
+// trip of a fifth of the session timeout (300ms each way, granted 3s), no
 // fault at all, and a Session that sends nothing but go-zookeeper's pings.
 // The wire's first deaf check closed a connection once heard was two thirds
 // of the timeout old; but heard starts as the connect request's write time,
@@ -26,25 +26,43 @@ func (reviewQuiet) Printf(string, ...any) {}
 // the oldest request waiting for its reply, which tolerates round trips up
 // to T/3, as go-zookeeper alone (the control, on the same link) does.
 func TestReviewSlowLinkNotDeaf(t *testing.T) {
-	const timeout = 2 * time.Second
+	const timeout = 3 * time.Second
 	srv := zktest.Start(t, zktest.WithMaxSessionTimeout(timeout))
 	p := zktest.NewProxy(t, srv.Addr())
-	p.SetDelay(timeout / 8) // a round trip of T/4: between T/6 and T/3
+	p.SetDelay(timeout / 10) // a round trip of T/5: between T/6 and T/3
+	controlled(t, func() []string {
+		// The control: go-zookeeper alone, on the same link.
+		_, evs := control(t, p.Addr(), timeout)
+		start := time.Now()
+		s := dial(t, []string{p.Addr()}, WithSessionTimeout(timeout))
+		sub := s.Subscribe()
+		defer sub.Stop()
+		first := await(t, sub, StateConnected, 3*timeout)
+		got, control := transitions(sub, evs, start, 3*timeout)
+		if len(control) == 0 && len(got) > 0 {
+			t.Errorf("session %#x on a healthy link (round trip T/5, no fault): %v within %v of Dial", first.SessionID, got, 3*timeout)
+		}
+		return control
+	})
+}
 
-	// The control: go-zookeeper alone, on the same link.
-	_, evs := control(t, p.Addr(), timeout)
-
-	start := time.Now()
-	s := dial(t, []string{p.Addr()}, WithSessionTimeout(timeout))
-	sub := s.Subscribe()
-	defer sub.Stop()
-	first := await(t, sub, StateConnected, time.Second)
-	got, control := transitions(sub, evs, start, 3*timeout)
-	if len(control) > 0 {
-		t.Fatalf("the control (go-zookeeper alone, same link) saw %v: the link is not healthy", control)
-	}
-	if len(got) > 0 {
-		t.Errorf("session %#x on a healthy link (round trip T/4, no fault): %v within %v of Dial", first.SessionID, got, 3*timeout)
+// controlled runs attempt, which reports the transitions of a control
+// (go-zookeeper alone, beside the Session it tests, in the same
+// conditions), until the control sees none, three times at most: a machine
+// too busy to keep even the control connected makes an attempt
+// inconclusive, not failed. attempt checks the Session only when the
+// control saw nothing.
+func controlled(t *testing.T, attempt func() (control []string)) {
+	t.Helper()
+	for i := 1; ; i++ {
+		control := attempt()
+		if len(control) == 0 {
+			return
+		}
+		if i == 3 {
+			t.Fatalf("the control (go-zookeeper alone, same conditions) saw %v in each of %d attempts", control, i)
+		}
+		t.Logf("attempt %d inconclusive: the control saw %v", i, control)
 	}
 }
 
