@@ -182,7 +182,7 @@ func r68DowngradeAfterWrites(t *testing.T, n int, action zktest.Action) {
 	sig := node1 + ".handoff"
 	awaitWatch(t, shared, sig, idW)
 	awaitWatch(t, shared, node1, idW)
-	for range n {
+	for i := range n {
 		var fs []*zktest.Fault
 		for _, op := range []zktest.Op{zktest.OpMulti, zktest.OpExists, zktest.OpMulti, zktest.OpExists} {
 			fs = append(fs, p.Strike(zktest.Match{Op: op, Path: sig}, zktest.Pass))
@@ -190,8 +190,12 @@ func r68DowngradeAfterWrites(t *testing.T, n int, action zktest.Action) {
 		if err := dsync.Revoke(ctx, sa, node1); err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range fs {
-			<-f.Struck()
+		for j, f := range fs {
+			select {
+			case <-f.Struck():
+			case <-ctx.Done():
+				t.Fatalf("revocation request %d: W2's request %d of 4 at W1's signal (take back, follow, twice) never came", i+1, j+1)
+			}
 		}
 	}
 	awaitWatch(t, shared, sig, idW)
