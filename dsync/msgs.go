@@ -18,6 +18,9 @@ type msgWriter struct {
 	done  chan struct{}
 	tty   bool          // w is a terminal (isTerminal)
 	grace time.Duration // Close's, once a signal came: msgGrace, but in tests
+	// waiting, if not nil, is called each time Close is about to wait
+	// (tests).
+	waiting func()
 }
 
 // newMsgWriter starts a msgWriter writing to w.
@@ -62,6 +65,9 @@ func (m *msgWriter) Close(ctx context.Context, sigs <-chan os.Signal, interrupte
 	}
 	done := ctx.Done()
 	for {
+		if m.waiting != nil {
+			m.waiting()
+		}
 		select {
 		case <-m.done:
 			return

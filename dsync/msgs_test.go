@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"runtime"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,23 +15,9 @@ import (
 // reached a stderr slower than that (TestLockInterruptedWhileWaiting saw
 // an empty stderr once in CI). Close waits for it, up to its grace.
 func TestMsgWriterCloseInterruptedFlushes(t *testing.T) {
-	stderr := &r98Blocked{release: make(chan struct{}), wrote: make(chan struct{})}
-	t.Cleanup(stderr.unblock)
-	var got bytes.Buffer
-	m := newMsgWriter(writerFunc(func(p []byte) (int, error) {
-		n, err := stderr.Write(p)
-		got.Write(p) // after stderr.Write returns: the message taken
-		return n, err
-	}))
-	m.grace = time.Hour // a stderr slower than any pause of this test
-	m.Write([]byte("dsync: interrupted waiting for /p\n"))
-	<-stderr.wrote
-	closed := make(chan struct{})
-	go func() {
-		defer close(closed)
-		m.Close(context.Background(), nil, true)
-	}()
-	awaitCloseWaits(t, closed, "interrupted, with a message not yet taken by stderr")
+	m, stderr, got := blockedMsgs(t, "dsync: interrupted waiting for /p\n")
+	waits, closed := closeAsync(m, context.Background(), nil, true)
+	awaitCloseWaits(t, waits, closed, "interrupted, with a message not yet taken by stderr")
 	stderr.unblock()
 	<-closed
 	if !strings.Contains(got.String(), "interrupted") {
@@ -39,36 +25,49 @@ func TestMsgWriterCloseInterruptedFlushes(t *testing.T) {
 	}
 }
 
+// blockedMsgs returns a msgWriter whose grace outlasts any pause of the
+// test, writing to a stderr that takes nothing until unblocked, with msg
+// queued and its write begun; got has what stderr took, once Close
+// returned.
+func blockedMsgs(t *testing.T, msg string) (m *msgWriter, stderr *r98Blocked, got *bytes.Buffer) {
+	t.Helper()
+	stderr = &r98Blocked{release: make(chan struct{}), wrote: make(chan struct{})}
+	t.Cleanup(stderr.unblock)
+	got = new(bytes.Buffer)
+	m = newMsgWriter(writerFunc(func(p []byte) (int, error) {
+		n, err := stderr.Write(p)
+		got.Write(p) // after stderr.Write returns: the message taken
+		return n, err
+	}))
+	m.grace = time.Hour
+	m.Write([]byte(msg))
+	<-stderr.wrote
+	return m, stderr, got
+}
+
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// awaitCloseWaits waits until msgWriter.Close, run by a goroutine of the
-// test (closed closes when it returns), is blocked in its select. It fails
-// the test if Close returns first. A bounded poll: nothing tells that
-// Close waits.
-func awaitCloseWaits(t *testing.T, closed <-chan struct{}, what string) {
-	t.Helper()
-	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(30 * time.Second); !closeWaits(t, buf); time.Sleep(time.Millisecond) {
-		select {
-		case <-closed:
-			t.Fatalf("Close returned %s", what)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Close neither returned nor waited within 30s")
-		}
-	}
+// closeAsync runs m.Close(ctx, sigs, interrupted) on a goroutine. waits
+// tells each time Close is about to wait; closed closes when it returns.
+func closeAsync(m *msgWriter, ctx context.Context, sigs <-chan os.Signal, interrupted bool) (waits, closed <-chan struct{}) {
+	w, c := make(chan struct{}, 8), make(chan struct{})
+	m.waiting = func() { w <- struct{}{} }
+	go func() {
+		defer close(c)
+		m.Close(ctx, sigs, interrupted)
+	}()
+	return w, c
 }
 
-// closeWaits reports whether a goroutine of the test t is blocked in the
-// select of msgWriter.Close.
-func closeWaits(t *testing.T, buf []byte) bool {
-	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "[select") && strings.Contains(g, "dsync.(*msgWriter).Close(") && strings.Contains(g, "dsync."+t.Name()+".") {
-			return true
-		}
+// awaitCloseWaits waits until Close (see closeAsync) is about to wait. It
+// fails the test if Close returns first.
+func awaitCloseWaits(t *testing.T, waits, closed <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-waits:
+	case <-closed:
+		t.Fatalf("Close returned %s", what)
 	}
-	return false
 }

@@ -6,8 +6,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/dsync-go/dsync"
 )
 
 // r98Blocked is a stderr that blocks every write until unblocked (a pipe
@@ -37,12 +35,7 @@ func TestReviewR98CanceledWaitStderrBlocked(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t)
-	sess := dial(t, shared.Addr())
-	m := dsync.NewMutex(sess, path)
-	if _, err := m.LockContext(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unlock()
+	holdMutex(t, path)
 
 	stderr := &r98Blocked{release: make(chan struct{}), wrote: make(chan struct{})}
 	t.Cleanup(stderr.unblock)
@@ -90,12 +83,7 @@ func TestReviewR98SignalWhileWaitingStderrBlocked(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	obs := observer(t)
-	sess := dial(t, shared.Addr())
-	m := dsync.NewMutex(sess, path)
-	if _, err := m.LockContext(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unlock()
+	holdMutex(t, path)
 	_, w := r92FullPipe(t)
 	p := startWith(t, func(p *proc) { p.cmd.Stderr = w }, "lock", "-zk", shared.Addr(), path, "--", "true")
 	awaitChildren(t, obs, path, 2) // dsync waits in line
