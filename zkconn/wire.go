@@ -61,8 +61,9 @@ import (
 //     the session alive, as ZooKeeper renews a session only as it takes up
 //     its requests: the tap takes it for deaf, although replies arrive.
 //     What is read once heard (as the read itself leaves it) is two thirds
-//     of the timeout old is not handed on either: the connection is closed
-//     instead, whatever the timer has done meanwhile. A process stopped or
+//     of the timeout old is not handed on either, nor what was read before
+//     and is still kept: the connection is closed instead, whatever the
+//     timer has done meanwhile. A process stopped or
 //     starved past that moment may find a notification waiting that the
 //     server sent before it expired the session, and a ping written at
 //     once on waking would put the timer off by a third.
@@ -761,8 +762,9 @@ func (t *tap) deafIn() time.Duration {
 }
 
 // deafNow closes the connection, and reports so, if heard is two thirds of
-// the timeout old once what was just read is scanned (a reply in it may
-// have made heard recent): then what was read is not handed on (see wire).
+// the timeout old once what was read is scanned (a reply in it may have
+// made heard recent): then nothing read is handed on any more (see wire),
+// what was read long ago and kept included.
 // It does not wait for a request written since, as deafIn does: that
 // request was written after a stall, and what came before its reply (a
 // notification) proves nothing of the session.
@@ -847,9 +849,12 @@ func (t *tap) Read(b []byte) (int, error) {
 		if err := t.fill(); err != nil {
 			return 0, err
 		}
-		if t.deafNow() {
-			return 0, net.ErrClosed
-		}
+	}
+	// What was read, just now or before a stall (a read brings several
+	// frames, and go-zookeeper takes them one by one), goes on only while
+	// heard is recent.
+	if t.deafNow() {
+		return 0, net.ErrClosed
 	}
 	n := len(t.in)
 	if t.given < t.open {

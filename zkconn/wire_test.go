@@ -177,7 +177,8 @@ func frameOf(body []byte) []byte {
 // read waits for the hold; after it, the bytes that follow come. (Framings
 // of every kind: TestReviewTapRandomFraming.)
 func TestTapHoldStopsAtTheConnectResponse(t *testing.T) {
-	greeting := make([]byte, 36) // protocol version, timeout, session id, password
+	greeting := make([]byte, 36)                     // protocol version, timeout, session id, password
+	binary.BigEndian.PutUint32(greeting[4:8], 30000) // ms: heard is recent throughout
 	binary.BigEndian.PutUint64(greeting[8:16], 0x1234)
 	next := frameOf(make([]byte, 16)) // a reply, or a notification
 	stream := slices.Concat(frameOf(greeting), next)
