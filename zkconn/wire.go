@@ -823,14 +823,6 @@ type pendingArm struct {
 }
 
 func (t *tap) Read(b []byte) (int, error) {
-	// go-zookeeper reads a frame only once it has handled those before it
-	// (events included: it calls the Session's callback as it reads
-	// them), so a record armed now comes after the events before its
-	// reply, and before those after it.
-	for len(t.arms) > 0 && t.arms[0].at <= t.given {
-		t.arms[0].make()
-		t.arms = t.arms[1:]
-	}
 	if t.hold != nil {
 		if err := t.awaitOpen(); err != nil {
 			return 0, err
@@ -855,6 +847,16 @@ func (t *tap) Read(b []byte) (int, error) {
 	// heard is recent.
 	if t.deafNow() {
 		return 0, net.ErrClosed
+	}
+	// go-zookeeper reads a frame only once it has handled those before it
+	// (events included: it calls the Session's callback as it reads
+	// them), so a record armed now comes after the events before its
+	// reply, and before those after it; and only now is the reply sure to
+	// be handed on. (A reply's bytes are all kept once it is armed: the
+	// large-frame read above starts past a frame's head.)
+	for len(t.arms) > 0 && t.arms[0].at <= t.given {
+		t.arms[0].make()
+		t.arms = t.arms[1:]
 	}
 	n := len(t.in)
 	if t.given < t.open {
