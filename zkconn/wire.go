@@ -835,6 +835,7 @@ func (t *tap) Read(b []byte) (int, error) {
 			if t.deafNow() {
 				return 0, net.ErrClosed
 			}
+			t.makeArms() // a reply completed here: go-zookeeper handles it next
 			t.given += int64(n)
 			return n, err
 		}
@@ -848,16 +849,7 @@ func (t *tap) Read(b []byte) (int, error) {
 	if t.deafNow() {
 		return 0, net.ErrClosed
 	}
-	// go-zookeeper reads a frame only once it has handled those before it
-	// (events included: it calls the Session's callback as it reads
-	// them), so a record armed now comes after the events before its
-	// reply, and before those after it; and only now is the reply sure to
-	// be handed on. (A reply's bytes are all kept once it is armed: the
-	// large-frame read above starts past a frame's head.)
-	for len(t.arms) > 0 && t.arms[0].at <= t.given {
-		t.arms[0].make()
-		t.arms = t.arms[1:]
-	}
+	t.makeArms()
 	n := len(t.in)
 	if t.given < t.open {
 		n = int(min(int64(n), t.open-t.given)) // the hold goes on right after
@@ -866,6 +858,21 @@ func (t *tap) Read(b []byte) (int, error) {
 	t.in = t.in[n:]
 	t.given += int64(n)
 	return n, nil
+}
+
+// makeArms makes the records of the replies that start at or before
+// t.given, once Read is sure to hand on their bytes (deafNow has let them
+// through). go-zookeeper reads a frame only once it has handled those
+// before it (events included: it calls the Session's callback as it reads
+// them), and handles a reply only once it has read all of it, so a record
+// made now comes after the events before its reply, and before the reply
+// itself and what follows it. A reply whose body Read passes straight on
+// (a large one) was queued as its last bytes were read, past its start.
+func (t *tap) makeArms() {
+	for len(t.arms) > 0 && t.arms[0].at <= t.given {
+		t.arms[0].make()
+		t.arms = t.arms[1:]
+	}
 }
 
 // awaitOpen returns once Read may give the byte at t.given under the hold
