@@ -814,11 +814,11 @@ const (
 	opSetWatches = 101
 )
 
-// A pendingArm is a record to make once go-zookeeper reads the frame at
-// offset at, the reply to a request that set watches: arm, watched or
-// reset.
+// A pendingArm is a record to make once go-zookeeper reads the frame that
+// ends at offset end, the reply to a request that set watches: arm,
+// watched or reset.
 type pendingArm struct {
-	at   int64
+	end  int64
 	make func()
 }
 
@@ -835,7 +835,7 @@ func (t *tap) Read(b []byte) (int, error) {
 			if t.deafNow() {
 				return 0, net.ErrClosed
 			}
-			t.makeArms() // a reply completed here: go-zookeeper handles it next
+			t.makeArms(t.given + int64(n))
 			t.given += int64(n)
 			return n, err
 		}
@@ -849,27 +849,27 @@ func (t *tap) Read(b []byte) (int, error) {
 	if t.deafNow() {
 		return 0, net.ErrClosed
 	}
-	t.makeArms()
 	n := len(t.in)
 	if t.given < t.open {
 		n = int(min(int64(n), t.open-t.given)) // the hold goes on right after
 	}
 	n = copy(b, t.in[:n])
+	t.makeArms(t.given + int64(n))
 	t.in = t.in[n:]
 	t.given += int64(n)
 	return n, nil
 }
 
-// makeArms makes the records of the replies that start at or before
-// t.given, once Read is sure to hand on their bytes (deafNow has let them
-// through). go-zookeeper reads a frame only once it has handled those
-// before it (events included: it calls the Session's callback as it reads
-// them), and handles a reply only once it has read all of it, so a record
-// made now comes after the events before its reply, and before the reply
-// itself and what follows it. A reply whose body Read passes straight on
-// (a large one) was queued as its last bytes were read, past its start.
-func (t *tap) makeArms() {
-	for len(t.arms) > 0 && t.arms[0].at <= t.given {
+// makeArms makes the records of the replies that end at or before upTo,
+// as Read hands on the bytes up to there (deafNow has let them through:
+// a reply's last byte is never refused once its record is made).
+// go-zookeeper reads a frame only once it has handled those before it
+// (events included: it calls the Session's callback as it reads them),
+// and handles a reply only once it has read all of it, so a record made
+// now comes after the events before its reply, and before the reply
+// itself and what follows it.
+func (t *tap) makeArms(upTo int64) {
+	for len(t.arms) > 0 && t.arms[0].end <= upTo {
 		t.arms[0].make()
 		t.arms = t.arms[1:]
 	}
@@ -983,7 +983,7 @@ func (t *tap) frame(f []byte, end int64) bool {
 	} else if xid = int32(binary.BigEndian.Uint32(f[:4])); xid == xidNotification {
 		return true
 	} else if len(f) >= 16 {
-		t.watchesSet(xid, int32(binary.BigEndian.Uint32(f[12:16])), end-int64(4+len(f)))
+		t.watchesSet(xid, int32(binary.BigEndian.Uint32(f[12:16])), end)
 	}
 	i := t.answers(xid)
 	if i < 0 {
@@ -1015,9 +1015,9 @@ func (t *tap) frame(f []byte, end int64) bool {
 }
 
 // watchesSet takes the reply to request xid (its header: xid, zxid, error
-// code), which starts at offset at, and records the watches it sets once
+// code), which ends at offset end, and records the watches it sets once
 // go-zookeeper reads it. The caller holds t.mu.
-func (t *tap) watchesSet(xid, code int32, at int64) {
+func (t *tap) watchesSet(xid, code int32, end int64) {
 	// go-zookeeper keeps a watch for an exists answered without error or
 	// with NoNode, and for the other reads answered without error.
 	if ws, ok := t.exists[xid]; ok {
@@ -1025,19 +1025,19 @@ func (t *tap) watchesSet(xid, code int32, at int64) {
 		if code == 0 || code == zkNoNode {
 			ws.noNode = code == zkNoNode
 			t.w.answered(ws, t.n)
-			t.arms = append(t.arms, pendingArm{at, func() { t.w.arm(ws, t.n) }})
+			t.arms = append(t.arms, pendingArm{end, func() { t.w.arm(ws, t.n) }})
 		}
 	}
 	if k, ok := t.reads[xid]; ok {
 		delete(t.reads, xid)
 		if code == 0 {
-			t.arms = append(t.arms, pendingArm{at, func() { t.w.watched(k, t.n) }})
+			t.arms = append(t.arms, pendingArm{end, func() { t.w.watched(k, t.n) }})
 		}
 	}
 	if keys, ok := t.sets[xid]; ok {
 		delete(t.sets, xid)
 		if code == 0 {
-			t.arms = append(t.arms, pendingArm{at, func() { t.w.reset(keys, t.n) }})
+			t.arms = append(t.arms, pendingArm{end, func() { t.w.reset(keys, t.n) }})
 		}
 	}
 }
