@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"testing"
+	"time"
 )
 
 // r103BigReply returns the reply (xid 1) to a getData of a node holding
@@ -27,14 +28,7 @@ func r103BigReply(size int) []byte {
 // (here EOF; likewise a drop, or deafNow) the arm is never made: the wire
 // does not record a watch go-zookeeper holds.
 func TestReviewR103LargeReplyArmNeverMade(t *testing.T) {
-	greeting := make([]byte, 36)
-	binary.BigEndian.PutUint32(greeting[4:8], 30000) // ms
-	binary.BigEndian.PutUint64(greeting[8:16], 0x1234)
-	c := &r102Conn{chunkConn{chunks: [][]byte{frameOf(greeting), frameOf(r103BigReply(10000))}, err: io.EOF}}
-	w := newWire(nil)
-	tp := &tap{Conn: c, w: w, n: 1}
-	h := handTap{t, tp}
-	h.connect()
+	tp, w, h := r102Tap(t, 30*time.Second, frameOf(r103BigReply(10000)))
 	h.write(1, opGetData, append(juteString("/a"), 1))
 	if f := h.read(); len(f) != 16+4+10000+68 {
 		t.Fatalf("reply of %d bytes", len(f))
@@ -58,16 +52,9 @@ func TestReviewR103LargeReplyArmNeverMade(t *testing.T) {
 // thirds of the timeout: deafNow refuses the next frame, and the arm of
 // the reply go-zookeeper already handled is dropped with it.
 func TestReviewR103LargeReplyArmAfterStall(t *testing.T) {
-	greeting := make([]byte, 36)
-	binary.BigEndian.PutUint32(greeting[4:8], 300) // ms
-	binary.BigEndian.PutUint64(greeting[8:16], 0x1234)
 	notif := make([]byte, 16)
 	binary.BigEndian.PutUint32(notif[:4], uint32(0xffffffff))
-	c := &r102Conn{chunkConn{chunks: [][]byte{frameOf(greeting), frameOf(r103BigReply(10000)), frameOf(notif)}, err: io.EOF}}
-	w := newWire(nil)
-	tp := &tap{Conn: c, w: w, n: 1}
-	h := handTap{t, tp}
-	h.connect()
+	tp, w, h := r102Tap(t, 300*time.Millisecond, frameOf(r103BigReply(10000)), frameOf(notif))
 	h.write(1, opGetData, append(juteString("/a"), 1))
 	h.read() // go-zookeeper handles it: it holds a data watch at /a
 	r102Stall(w)
@@ -96,14 +83,7 @@ func TestReviewR103LargeReplyArmAfterStall(t *testing.T) {
 // something more (up to a third of the timeout: the next ping's reply).
 // The record is made before Read hands on the reply's last bytes.
 func TestReviewR103LargeReplyArmLate(t *testing.T) {
-	greeting := make([]byte, 36)
-	binary.BigEndian.PutUint32(greeting[4:8], 30000) // ms
-	binary.BigEndian.PutUint64(greeting[8:16], 0x1234)
-	c := &r102Conn{chunkConn{chunks: [][]byte{frameOf(greeting), frameOf(r103BigReply(10000))}}}
-	w := newWire(nil)
-	tp := &tap{Conn: c, w: w, n: 1}
-	h := handTap{t, tp}
-	h.connect()
+	_, w, h := r102Tap(t, 30*time.Second, frameOf(r103BigReply(10000)))
 	h.write(1, opGetData, append(juteString("/a"), 1))
 	h.read()
 	if _, ok := w.share(watchKey{"/a", dataWatch}); !ok {
