@@ -777,23 +777,15 @@ func (t *tap) deafIn() time.Duration {
 // after it on a new connection answers a watch, and the deaf timer, due
 // at once, closes the connection after it.
 func (t *tap) deafNow() bool {
-	deaf := t.stale()
 	t.mu.Lock()
+	third := t.w.timeout.Load() / 3
+	deaf := t.deaf != nil && t.given >= t.greetEnd && t.w.heard.Load()+2*third <= int64(time.Since(t.w.base))
 	closed := t.closed
 	t.mu.Unlock()
 	if deaf && !closed {
 		t.shut()
 	}
 	return deaf
-}
-
-// stale reports whether heard is two thirds of the timeout old, past the
-// connect response of a session (see deafNow).
-func (t *tap) stale() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	third := t.w.timeout.Load() / 3
-	return t.deaf != nil && t.given >= t.greetEnd && t.w.heard.Load()+2*third <= int64(time.Since(t.w.base))
 }
 
 // deafCheck closes the connection once it counts as deaf (see wire), and
@@ -847,14 +839,6 @@ func (t *tap) Read(b []byte) (int, error) {
 			t.given += int64(n)
 			return n, err
 		}
-		if err := t.fill(); err != nil {
-			return 0, err
-		}
-	} else if t.stale() {
-		// Bytes kept from before a stall: first take in what the server
-		// sent since (the reply to a ping written meanwhile proves the
-		// session alive), as a read of them all at once would have. The
-		// deaf timer ends the wait if nothing comes.
 		if err := t.fill(); err != nil {
 			return 0, err
 		}
