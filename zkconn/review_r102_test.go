@@ -147,3 +147,42 @@ func r102NoExistsRecord(t *testing.T, w *wire, path string) {
 		t.Errorf("the exists record of %s outlives its callers: %+v", path, *x)
 	}
 }
+
+// r106Conn is an r102Conn that counts the reads of it.
+type r106Conn struct {
+	r102Conn
+	reads int
+}
+
+func (c *r106Conn) Read(b []byte) (int, error) {
+	c.reads++
+	return c.r102Conn.Read(b)
+}
+
+// TestReviewR106StaleKeptRefusedAtOnce: a read brings two notifications;
+// go-zookeeper takes the first, its reader stalls past two thirds of the
+// timeout, and its sender writes a ping on waking. The kept notification
+// is refused without a read of the connection: a read would wait for the
+// deaf timer, which that ping puts off by a third of the timeout, and a
+// process stopped under a partition would keep its session, and its holds,
+// past the server's expiry (round 106, on round 105's try).
+func TestReviewR106StaleKeptRefusedAtOnce(t *testing.T) {
+	ev := make([]byte, 16+4+2)
+	binary.BigEndian.PutUint32(ev[:4], 0xffffffff) // xid -1
+	binary.BigEndian.PutUint32(ev[16:20], 3)       // NodeDataChanged
+	ev = append(ev[:20], juteString("/a")...)
+	tp, w, h := r102Tap(t, 300*time.Millisecond, append(frameOf(ev), frameOf(ev)...))
+	c := &r106Conn{r102Conn: *tp.Conn.(*r102Conn)} // the rest of its chunks
+	tp.Conn = c
+	h.read() // the first notification
+	r102Stall(w)
+	h.write(-2, 11, nil) // the ping written on waking
+	before := c.reads
+	var hdr [4]byte
+	if _, err := io.ReadFull(tp, hdr[:]); err == nil {
+		t.Fatal("the stale kept notification was handed on")
+	}
+	if c.reads != before {
+		t.Errorf("Read read the connection %d time(s) before it refused the stale kept notification; want none", c.reads-before)
+	}
+}
