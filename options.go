@@ -72,10 +72,11 @@ const (
 	// and another process may hold the lock once the session expires on the
 	// server. The hold context is canceled before that can happen.
 	LostOnSuspension LossPolicy = iota
-	// LostOnExpiry ends a hold only when its session may be lost: expired by
-	// the server, or disconnected until the session timeout the server
-	// granted has passed since the server last answered a request of it (the
-	// earliest moment the server may expire it). It rides out short
+	// LostOnExpiry ends a hold only when its session may soon be lost:
+	// expired by the server, or disconnected until a tenth of the session
+	// timeout the server granted before the earliest moment the server may
+	// expire it (the timeout after the server last answered a request of
+	// it), a margin for a process that is scheduled late. It rides out short
 	// disconnections. Like LostOnSuspension it trusts the server it talks
 	// to: a follower cut off from its leader answers for up to syncLimit ×
 	// tickTime while the others may expire the session.

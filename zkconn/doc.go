@@ -5,13 +5,14 @@
 // A Session (Dial) owns a go-zookeeper *zk.Conn. It reports the session's
 // state as Connected, Suspended (the connection dropped, or the server
 // answered no request for two thirds of the session timeout, notifications
-// arriving or not; the session may be alive), Reconnected, Lost (expired, or disconnected past the session
-// timeout) and Closed, to any number of subscribers, without ever blocking the
-// client or dropping a transition. After a loss it carries on with a new
-// ZooKeeper session, so values made at start-up keep working. Close ends
-// it at once; Shutdown first waits (within its ctx) until the server can
-// hear of the end, so that a release cut by a dropped connection goes out
-// again rather than wait for the session to expire.
+// arriving or not; the session may be alive), Reconnected, Lost (expired, or
+// disconnected until shortly before the server could expire it) and Closed,
+// to any number of subscribers, without ever blocking the client or dropping
+// a transition. After a loss it carries on with a new ZooKeeper session, so
+// values made at start-up keep working. Close ends it at once; Shutdown first
+// waits (within its ctx) until the server can hear of the end, so that a
+// release cut by a dropped connection goes out again rather than wait for the
+// session to expire.
 // It connects over plain TCP, or over TLS with WithTLS (ZooKeeper's
 // secureClientPort; a handshake every server refuses fails Dial at once with
 // ErrTLSHandshake).

@@ -82,7 +82,7 @@ func (h Handle) sessionError(err error) error {
 		return fmt.Errorf("%w: %w", ErrSessionLost, err)
 	case errors.Is(err, zk.ErrShortBuffer):
 		// go-zookeeper's send buffer holds maxRequest (see
-		// newClientLocked): a request that does not fit is not sent.
+		// newClient): a request that does not fit is not sent.
 		return fmt.Errorf("%w: %w", ErrTooLarge, err)
 	case errors.Is(err, zk.ErrClosing):
 		if h.s.isClosing() {

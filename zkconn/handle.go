@@ -34,7 +34,8 @@ func (h Handle) ID() int64 { return h.gen.id }
 func (h Handle) Conn() *zk.Conn { return h.gen.c.conn }
 
 // Lost returns a channel that is closed when h's ZooKeeper session is lost
-// (expired, given up after the session timeout, or the Session closed). It is
+// (expired, given up shortly before the server could expire it, or the
+// Session closed). It is
 // never closed otherwise, and is owned by the Session.
 func (h Handle) Lost() <-chan struct{} { return h.gen.lost.done() }
 

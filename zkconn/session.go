@@ -47,6 +47,9 @@ type Session struct {
 	refused  func(error)   // Dial's, while it waits: see connector
 	expireAt time.Time     // when a suspended session is given up
 	subs     map[*Subscription]struct{}
+	// adopting, if set (by tests), is called by replace between starting
+	// a *zk.Conn and adopting it.
+	adopting func(*client)
 }
 
 // client is one *zk.Conn and what the Session knows of it.
@@ -55,11 +58,12 @@ type client struct {
 	events     <-chan zk.Event // go-zookeeper's; closed once its goroutines have ended
 	wire       *wire
 	connector  *connector
-	watches    watchSet // the Watches set through this conn
-	authed     bool     // WithDigestAuth credentials accepted (or none set); under s.mu
-	hasSession bool     // the conn's last session event was HasSession
-	missing    []string // the servers whose names did not resolve when c was made (see refresh)
-	unresolved error    // why they did not
+	watches    watchSet      // the Watches set through this conn
+	ready      chan struct{} // closed once conn is set and whether c is s.cur decided (see newClient)
+	authed     bool          // WithDigestAuth credentials accepted (or none set); under s.mu
+	hasSession bool          // the conn's last session event was HasSession
+	missing    []string      // the servers whose names did not resolve when c was made (see refresh)
+	unresolved error         // why they did not
 }
 
 // generation is one ZooKeeper session.
@@ -120,15 +124,16 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Session, erro
 	// handshake: the first, or one that replaced it (see refresh).
 	wait, refused := context.WithCancelCause(ctx)
 	defer refused(nil)
-	s.mu.Lock()
-	s.refused = refused
-	first, err := s.newClientLocked(r, refused)
-	s.cur = first
-	s.mu.Unlock()
+	first, err := s.newClient(r, refused)
 	if err != nil {
 		s.cancel()
 		return nil, err
 	}
+	s.mu.Lock()
+	s.refused = refused
+	s.cur = first
+	close(first.ready)
+	s.mu.Unlock()
 	s.bg.Add(1)
 	go s.run()
 	go s.logs(s.Subscribe())
@@ -199,17 +204,20 @@ func resolve(ctx context.Context, r *net.Resolver, servers []string) resolution 
 	return res
 }
 
-// newClientLocked starts a new *zk.Conn to r's addresses (go-zookeeper then
+// newClient starts a new *zk.Conn to r's addresses (go-zookeeper then
 // looks nothing up).
 // refused, if not nil, is told when every server refused the TLS handshake
-// (see connector). go-zookeeper calls onEvent from its own goroutine, which
-// takes s.mu: holding it here orders those calls after the assignment of
-// c.conn.
-func (s *Session) newClientLocked(r resolution, refused func(error)) (*client, error) {
+// (see connector). It runs outside s.mu: zk.Connect allocates megabytes,
+// and a process short of CPU would keep every caller of the Session waiting
+// on the lock meanwhile. go-zookeeper calls onEvent from its own goroutines,
+// and onEvent first waits for c.ready: the caller closes it under s.mu once
+// c is s.cur, or once it knows c will not be and before it closes c, so
+// that no event of c is judged against an s.cur that c is about to become.
+func (s *Session) newClient(r resolution, refused func(error)) (*client, error) {
 	cn := newConnector(&s.cfg, r.addrs, r.names, refused, s.logf)
 	w := newWire(cn.dialer())
 	w.requested, w.servers = s.cfg.sessionTimeout, len(cn.servers)
-	c := &client{authed: s.cfg.authScheme == "", wire: w, connector: cn, missing: r.missing, unresolved: r.err}
+	c := &client{authed: s.cfg.authScheme == "", wire: w, connector: cn, missing: r.missing, unresolved: r.err, ready: make(chan struct{})}
 	conn, events, err := zk.Connect(r.addrs, s.cfg.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(c, ev) }),
 		zk.WithDialer(c.wire.dialer()),
@@ -249,8 +257,10 @@ func (c *client) close() {
 }
 
 // onEvent runs on go-zookeeper's goroutine for every event of c and must not
-// block: it fires c's Watches, or updates state under s.mu.
+// block, but for c.ready (see newClient): it fires c's Watches, or updates
+// state under s.mu.
 func (s *Session) onEvent(c *client, ev zk.Event) {
+	<-c.ready
 	if ev.Type != zk.EventSession {
 		// The record first: a Watch added after it is set by a request
 		// of its own (see Handle.GetW).
@@ -305,12 +315,34 @@ func (s *Session) suspendLocked() {
 		return
 	}
 	s.link.close()
-	s.expireAt = s.cur.wire.aliveUntil()
-	if s.expireAt.IsZero() {
-		s.expireAt = time.Now().Add(s.cfg.sessionTimeout)
-	}
+	s.expireAt = s.giveUpAtLocked()
 	s.setStateLocked(StateSuspended, 0)
 	s.wake()
+}
+
+// giveUpMargin is the part of the session timeout by which the Session
+// gives a suspended session up ahead of the server's expiry.
+const giveUpMargin = 10
+
+// giveUpAtLocked returns when run gives the current, suspended session up:
+// a tenth of the session timeout (giveUpMargin) before the earliest moment
+// the server can expire it (the wire's aliveUntil; the suspension plus the
+// timeout asked for, if that is not known).
+//
+// Invariant: the Session declares a session lost before the server can
+// expire it, so that no hold of it is believed once another client can take
+// what it held. The give-up runs late by however long this process is not
+// scheduled (run's timer, then the goroutines AfterLost starts), and the
+// server expires a session no sooner than the timeout after it last heard
+// from it; the margin keeps the loss first through delays up to a tenth of
+// the timeout. A connection that comes back within the margin finds its
+// session given up: the Session carries on with a new one.
+func (s *Session) giveUpAtLocked() time.Time {
+	at := s.cur.wire.aliveUntil()
+	if at.IsZero() {
+		at = time.Now().Add(s.cfg.sessionTimeout)
+	}
+	return at.Add(-s.timeoutLocked() / giveUpMargin)
 }
 
 // loseLocked ends the current ZooKeeper session, if any, with cause.
@@ -455,8 +487,8 @@ func (s *Session) wake() {
 }
 
 // run authenticates new connections once they have a session (on a
-// goroutine of their own), gives up a session that has been suspended for
-// longer than the session timeout (replacing its *zk.Conn, so the client
+// goroutine of their own), gives up a session that has stayed suspended
+// until shortly before the server can expire it (replacing its *zk.Conn, so the client
 // cannot quietly resume it later), starts a new *zk.Conn when there is
 // none, and looks the server names up again every second while the
 // *zk.Conn was made without some of them and there is no session.
@@ -595,15 +627,15 @@ func (s *Session) authenticate(c *client) bool {
 	return true
 }
 
-// giveUp declares c's session lost once it has stayed suspended past the
-// session timeout, closes c and starts over on a new *zk.Conn.
+// giveUp declares c's session lost once it has stayed suspended until
+// expireAt (see giveUpAtLocked), closes c and starts over on a new *zk.Conn.
 func (s *Session) giveUp(c *client) {
 	s.mu.Lock()
 	if s.closed || s.cur != c || s.state != StateSuspended || time.Now().Before(s.expireAt) {
 		s.mu.Unlock()
 		return
 	}
-	s.loseLocked(fmt.Errorf("%w: no reply from the servers for the session timeout (%v)", ErrSessionLost, s.timeoutLocked()))
+	s.loseLocked(fmt.Errorf("%w: no reply from the servers until the session may expire (timeout %v)", ErrSessionLost, s.timeoutLocked()))
 	s.retireLocked(c)
 	s.mu.Unlock()
 }
@@ -638,16 +670,29 @@ func (s *Session) replace(old *client) bool {
 		s.logf(slog.LevelWarn, "zkconn: cannot resolve some servers", "err", r.err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.cur != old {
+	refused, adopting, stale := s.refused, s.adopting, s.closed || s.cur != old
+	s.mu.Unlock()
+	if stale {
 		return true
 	}
-	next, err := s.newClientLocked(r, s.refused)
+	next, err := s.newClient(r, refused)
 	if err != nil {
 		s.logf(slog.LevelError, "zkconn: cannot start a new connection", "err", err)
 		return false
 	}
-	s.cur = next
+	if adopting != nil {
+		adopting(next)
+	}
+	s.mu.Lock()
+	stale = s.closed || s.cur != old // only Close changes either meanwhile: run alone replaces
+	if !stale {
+		s.cur = next
+	}
+	close(next.ready)
+	s.mu.Unlock()
+	if stale {
+		next.close()
+	}
 	return true
 }
 

@@ -22,8 +22,9 @@ const (
 	// StateReconnected: the connection is back with the same session; its
 	// ephemeral nodes and watches survived.
 	StateReconnected
-	// StateLost: the session expired, or stayed disconnected for longer than
-	// the session timeout and was given up. Its ephemeral nodes are gone (or
+	// StateLost: the session expired, or stayed disconnected until shortly
+	// before the server could expire it (a tenth of the session timeout
+	// ahead) and was given up. Its ephemeral nodes are gone (or
 	// will be once the server expires it). A new session follows.
 	StateLost
 	// StateClosed: Close was called. Final.

@@ -49,8 +49,9 @@ import (
 //     was written at most a third after heard (after a connect, a third
 //     after the connect response, whose request set heard): the Session is
 //     suspended by heard + 2/3 of the timeout (plus the connect's round
-//     trip), and gives the session up at heard + timeout, never later than
-//     the server can expire it. A connect whose round trip is a third of
+//     trip), and gives the session up a tenth of the timeout before heard +
+//     timeout, ahead of the earliest moment the server can expire it (see
+//     Session.giveUpAtLocked). A connect whose round trip is a third of
 //     the timeout or more leaves no margin (as for go-zookeeper's own
 //     deadline, which counts from the connect response). A server that
 //     answers at once over a link whose round trip is under a third of the
