@@ -770,10 +770,13 @@ func (t *tap) deafIn() time.Duration {
 // request was written after a stall, and what came before its reply (a
 // notification) proves nothing of the session.
 //
-// It reports so too if the connection was closed meanwhile (the deaf timer
-// may have run between the read and now): what was read is stale all the
-// same. It leaves the connect response alone (go-zookeeper has not had it
-// yet): go-zookeeper must learn the session it names, or every later
+// A connection closed meanwhile (the deaf timer may have run between the
+// read and now) is judged on heard alone, like any other: a reply in what
+// was read may prove the server heard from the session after the timer
+// ran, and then what is handed on is fresh; go-zookeeper's next read fails.
+//
+// It leaves the connect response alone (go-zookeeper has not had it yet):
+// go-zookeeper must learn the session it names, or every later
 // connect of the *zk.Conn would be refused (see errNewSession); nothing
 // after it on a new connection answers a watch, and the deaf timer, due
 // at once, closes the connection after it.
