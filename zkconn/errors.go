@@ -14,10 +14,10 @@ import (
 var ErrClosed = errors.New("zkconn: session closed")
 
 // ErrSessionLost is returned when the ZooKeeper session an operation belongs
-// to has expired (or was given up locally after being disconnected for longer
-// than the session timeout). Nodes that session created are gone or about to
-// be; holds tied to it are no longer held. The Session itself carries on with a
-// new ZooKeeper session.
+// to has expired (or was given up locally after being disconnected until
+// shortly before the server could expire it). Nodes that session created are
+// gone or about to be; holds tied to it are no longer held. The Session
+// itself carries on with a new ZooKeeper session.
 var ErrSessionLost = errors.New("zkconn: zookeeper session lost")
 
 // ErrTLSHandshake is wrapped by Dial's error when every server (whose name

@@ -17,16 +17,23 @@ func TestGiveUpAheadOfExpiry(t *testing.T) {
 	first := current(t, s)
 	sub := s.Subscribe()
 	defer sub.Stop()
+	// Cut: suspended at once, about the whole timeout ahead of the
+	// give-up; the black hole keeps the session from coming back.
 	p.BlackHole()
+	p.Cut()
 	await(t, sub, StateSuspended, 30*time.Second)
 	s.mu.Lock()
+	if s.state != StateSuspended {
+		s.mu.Unlock()
+		t.Fatal("given up before the test could look: the process ran too late")
+	}
 	at, alive, timeout := s.expireAt, s.cur.wire.aliveUntil(), s.cur.wire.Timeout()
 	s.mu.Unlock()
 	if alive.IsZero() || timeout == 0 {
 		t.Fatalf("aliveUntil %v, timeout %v: not known while suspended", alive, timeout)
 	}
-	if want := alive.Add(-timeout / giveUpMargin); !at.Equal(want) {
-		t.Fatalf("give-up due at %v; want %v (aliveUntil %v less a tenth of %v)", at, want, alive, timeout)
+	if want := alive.Add(-giveUpMargin(timeout)); !at.Equal(want) {
+		t.Fatalf("give-up due at %v; want %v (aliveUntil %v less the margin for %v)", at, want, alive, timeout)
 	}
 	lost := await(t, sub, StateLost, 30*time.Second)
 	if lost.SessionID != first.ID() {

@@ -320,29 +320,34 @@ func (s *Session) suspendLocked() {
 	s.wake()
 }
 
-// giveUpMargin is the part of the session timeout by which the Session
-// gives a suspended session up ahead of the server's expiry.
-const giveUpMargin = 10
+// maxGiveUpMargin bounds giveUpMargin.
+const maxGiveUpMargin = 250 * time.Millisecond
+
+// giveUpMargin returns how long before the earliest moment the server can
+// expire a session of timeout t the Session gives it up: a tenth of t, and
+// no more than maxGiveUpMargin.
+func giveUpMargin(t time.Duration) time.Duration { return min(t/10, maxGiveUpMargin) }
 
 // giveUpAtLocked returns when run gives the current, suspended session up:
-// a tenth of the session timeout (giveUpMargin) before the earliest moment
-// the server can expire it (the wire's aliveUntil; the suspension plus the
-// timeout asked for, if that is not known).
+// giveUpMargin before the earliest moment the server can expire it (the
+// wire's aliveUntil; the suspension plus the timeout asked for, if that is
+// not known).
 //
 // Invariant: the Session declares a session lost before the server can
 // expire it, so that no hold of it is believed once another client can take
 // what it held. The give-up runs late by however long this process is not
 // scheduled (run's timer, then the goroutines AfterLost starts), and the
 // server expires a session no sooner than the timeout after it last heard
-// from it; the margin keeps the loss first through delays up to a tenth of
-// the timeout. A connection that comes back within the margin finds its
-// session given up: the Session carries on with a new one.
+// from it; the margin keeps the loss first through delays up to its size.
+// It is bounded because it costs a reconnect that comes back within it (a
+// failover, see greetWait) its session: such delays do not grow with the
+// timeout.
 func (s *Session) giveUpAtLocked() time.Time {
 	at := s.cur.wire.aliveUntil()
 	if at.IsZero() {
 		at = time.Now().Add(s.cfg.sessionTimeout)
 	}
-	return at.Add(-s.timeoutLocked() / giveUpMargin)
+	return at.Add(-giveUpMargin(s.timeoutLocked()))
 }
 
 // loseLocked ends the current ZooKeeper session, if any, with cause.

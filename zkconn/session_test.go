@@ -223,8 +223,17 @@ func TestStatesThroughProxy(t *testing.T) {
 	h := current(t, s)
 
 	// A cut connection is seen at once; the same session comes back.
+	// go-zookeeper tries the one server again a second after the cut, which
+	// comes right after a ping reply: well ahead of the give-up, shortly
+	// before the session timeout after the ping.
+	select {
+	case <-p.BlackHoleAfterPing():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ping reply through the proxy")
+	}
 	start := time.Now()
 	p.Cut()
+	p.Heal()
 	await(t, sub, StateSuspended, 5*time.Second)
 	t.Logf("cut: suspended seen after %v", time.Since(start))
 	select {

@@ -49,8 +49,8 @@ import (
 //     was written at most a third after heard (after a connect, a third
 //     after the connect response, whose request set heard): the Session is
 //     suspended by heard + 2/3 of the timeout (plus the connect's round
-//     trip), and gives the session up a tenth of the timeout before heard +
-//     timeout, ahead of the earliest moment the server can expire it (see
+//     trip), and gives the session up shortly before heard + timeout, ahead
+//     of the earliest moment the server can expire it (see
 //     Session.giveUpAtLocked). A connect whose round trip is a third of
 //     the timeout or more leaves no margin (as for go-zookeeper's own
 //     deadline, which counts from the connect response). A server that
@@ -116,7 +116,11 @@ const minGreetWait = time.Second
 // another server answers. go-zookeeper pauses a second before it tries
 // again the server it was connected to, so with n servers the session is
 // back on that one n-1 such bounds and a second after a drop at the
-// latest, as with ZooKeeper's client. Zero: no bound.
+// latest, as with ZooKeeper's client. A drop comes up to a third of the
+// timeout after heard, and the Session gives the session up shortly before
+// heard + timeout (Session.giveUpAtLocked): the failover keeps the session
+// when (n-1)/n + 1/3 of the timeout, a second and the give-up's margin fit
+// in the timeout, for two servers a timeout over 7.5s. Zero: no bound.
 func (w *wire) greetWait() time.Duration {
 	if w.servers == 0 {
 		return 0
