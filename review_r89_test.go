@@ -532,9 +532,9 @@ func TestReviewR89ObserveFinalLeaderAfterPartition(t *testing.T) {
 				t.Fatal(err)
 			}
 			if expire {
-				// zkconn gives the session up at the session timeout
-				// since the server last heard from it; the server has
-				// expired it by then.
+				// zkconn gives the session up shortly before the
+				// session timeout since the server last heard from it;
+				// the server expires it then.
 				awaitState(t, sub, zkconn.StateLost)
 			}
 			p.Heal()
@@ -707,9 +707,9 @@ func r89Short(t *testing.T) (*zktest.Proxy, *zkconn.Session) {
 }
 
 // r89Expire black-holes p, through which s is connected, until zkconn
-// gives s's ZooKeeper session up (the server has expired it by then: no
-// node of it is left under parent), then heals p: s's next request goes
-// on a new session.
+// gives s's ZooKeeper session up and the server has expired it (no node of
+// it is left under parent), then heals p: s's next request goes on a new
+// session.
 func r89Expire(t *testing.T, p *zktest.Proxy, s *zkconn.Session, obs *zk.Conn, parent string) {
 	t.Helper()
 	sub := s.Subscribe()

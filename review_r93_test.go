@@ -123,7 +123,8 @@ func TestReviewR93Ensemble(t *testing.T) {
 	// healthy and reachable, and the session must survive there, the hold
 	// with it. go-zookeeper waits ten times two thirds of the session
 	// timeout for the silent server's connect response, and the Session
-	// gives the session (and the hold) up after one session timeout.
+	// gives the session (and the hold) up shortly before one session
+	// timeout.
 	t.Run("ExpiryHoldSurvivesSilentServer", func(t *testing.T) {
 		path := lockPath(t)
 		s, cur, other := r93Pair(t, e, -1, 6*time.Second) // back after 3s and go-zookeeper's 1s pause
@@ -149,8 +150,18 @@ func TestReviewR93Ensemble(t *testing.T) {
 		obs := observer(t, e.Addrs()...)
 		awaitChildren(t, obs, path, 2)
 		other.BlackHole()
+		// The cut comes right after a ping reply: the session is back
+		// about 4s after what the server last heard, well ahead of the
+		// give-up shortly before 6s (a cut anywhere in the ping cycle, up
+		// to 2s later, would leave too little room on a loaded machine).
+		select {
+		case <-cur.BlackHoleAfterPing():
+		case <-ctx.Done():
+			t.Fatal("no ping reply through the proxy")
+		}
 		start := time.Now()
 		cur.Cut()
+		cur.Heal()
 		ev := r93Until(t, sub, 30*time.Second, zkconn.StateReconnected, zkconn.StateLost)
 		if ev.State != zkconn.StateReconnected || held.Err() != nil {
 			t.Fatalf("%v %v after the cut (its server reachable all along); hold: %v", ev.State, time.Since(start).Round(time.Millisecond), context.Cause(held))

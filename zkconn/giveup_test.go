@@ -8,9 +8,10 @@ import (
 )
 
 // TestGiveUpAheadOfExpiry pins giveUpAtLocked's invariant: once suspended,
-// the Session is due to give its session up a tenth of the granted timeout
-// before the earliest moment the server can expire it (the wire's
-// aliveUntil), and it does give it up, with a new session after.
+// the Session is due to give its session up giveUpMargin (a tenth of the
+// granted timeout, at most 250ms) before the earliest moment the server can
+// expire it (the wire's aliveUntil), and it does give it up, with a new
+// session after.
 func TestGiveUpAheadOfExpiry(t *testing.T) {
 	p := zktest.NewProxy(t, shared.Addr())
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(2*time.Second))

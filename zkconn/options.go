@@ -66,9 +66,11 @@ func newConfig(opts []Option) (config, error) {
 }
 
 // WithSessionTimeout sets the session timeout asked of the server (which
-// clamps it to its own minimum and maximum, by default 2 and 20 ticks). It is
-// also how long a disconnected Session waits before it gives its ZooKeeper
-// session up as lost. The default is 30s; a value <= 0 makes Dial fail.
+// clamps it to its own minimum and maximum, by default 2 and 20 ticks). The
+// timeout the server granted (Session.SessionTimeout) also bounds how long a
+// disconnected Session keeps its ZooKeeper session: it gives it up as lost
+// shortly before that timeout has passed since the server last heard from
+// it. The default is 30s; a value <= 0 makes Dial fail.
 func WithSessionTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.sessionTimeout = d })
 }

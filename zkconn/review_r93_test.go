@@ -69,12 +69,13 @@ func r93Next(t *testing.T, sub *Subscription, d time.Duration) Event {
 // Session uses drops (Cut), while its member stays healthy and reachable
 // and the quorum serves. go-zookeeper moves to the next server and waits
 // ten times two thirds of the session timeout for its connect response;
-// the Session gives the session up after one session timeout, although a
-// healthy server was reachable all along (ZooKeeper's own client gives
-// each server the session timeout divided by the number of servers, and
-// moves on). The session must survive: Reconnected, not Lost. (A timeout
+// the Session gives the session up shortly before one session timeout,
+// although a healthy server was reachable all along (ZooKeeper's own
+// client gives each server the session timeout divided by the number of
+// servers, and moves on). The session must survive: Reconnected, not Lost. (A timeout
 // of 6s: back on the first server after 3s and go-zookeeper's pause of 1s,
-// with room for a loaded machine.)
+// with room for a loaded machine, as the cut comes right after the
+// connect.)
 func TestReviewR93FailoverPastUnansweringServer(t *testing.T) {
 	e := zktest.StartEnsemble(t, 3)
 	for _, how := range []string{"blackhole", "paused"} {
