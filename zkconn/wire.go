@@ -1,7 +1,6 @@
 package zkconn
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -496,7 +495,14 @@ func (w *wire) awaitDelete(path string) (<-chan struct{}, func()) {
 
 // wrote closes the awaitWrite channels that frame b, just written, answers:
 // its opcode is one they wait for, and it names their path (as jute writes
-// it: length, then bytes).
+// it: length, then bytes) anywhere in its body.
+//
+// A key, a path as jute writes it, found at offset i of b is b[i:i+4+n],
+// where n is the length b holds at i: so wrote looks up one candidate per
+// offset, at a cost that grows with the frame, not with how many requests
+// are awaited (a release of thousands of holds at once awaits thousands).
+// Every path awaited is absolute: a candidate whose first byte is not '/'
+// is not looked up.
 func (w *wire) wrote(b []byte) {
 	if len(b) < 12 {
 		return
@@ -507,8 +513,14 @@ func (w *wire) wrote(b []byte) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for key, as := range w.writes {
-		if !bytes.Contains(b[12:], []byte(key)) {
+	for i := 12; i+4 < len(b) && len(w.writes) > 0; i++ {
+		n := binary.BigEndian.Uint32(b[i:])
+		if n == 0 || uint64(n) > uint64(len(b)-i-4) || b[i+4] != '/' {
+			continue
+		}
+		key := b[i : i+4+int(n)]
+		as, ok := w.writes[string(key)]
+		if !ok {
 			continue
 		}
 		as = slices.DeleteFunc(as, func(a awaited) bool {
@@ -519,9 +531,9 @@ func (w *wire) wrote(b []byte) {
 			return false
 		})
 		if len(as) == 0 {
-			delete(w.writes, key)
+			delete(w.writes, string(key))
 		} else {
-			w.writes[key] = as
+			w.writes[string(key)] = as
 		}
 	}
 }
