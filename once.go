@@ -249,13 +249,15 @@ type OnceRecord struct {
 }
 
 // Record returns the record of the run that succeeded at o's path, and
-// whether there is one.
+// whether there is one. It waits while the connection to ZooKeeper is down,
+// and reads again on the next session if the session is lost meanwhile,
+// until ctx ends.
 func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
 	var (
 		data []byte
 		st   *zk.Stat
 	)
-	err := o.do(ctx, func(c *zk.Conn) (err error) {
+	err := o.read(ctx, func(c *zk.Conn) (err error) {
 		data, st, err = c.Get(o.done)
 		return err
 	})
@@ -272,6 +274,8 @@ func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
 // runs its function again: for operators. A run under way is not stopped,
 // and records its success as usual.
 //
+// Reset waits while the connection to ZooKeeper is down, and goes on on the
+// next session if the session is lost meanwhile, until ctx ends.
 // The delete is sent once per record: after a lost reply Reset reads the
 // record again (after a sync) and sends it again only if the record it
 // aimed at is still there. A record written since (by a run that came after
@@ -285,7 +289,7 @@ func (o *Once) Reset(ctx context.Context) error {
 			there bool
 			st    *zk.Stat
 		)
-		err := o.do(ctx, func(c *zk.Conn) (err error) {
+		err := o.read(ctx, func(c *zk.Conn) (err error) {
 			if err := zkconn.CatchUp(c, o.path); err != nil {
 				return err
 			}
@@ -293,8 +297,6 @@ func (o *Once) Reset(ctx context.Context) error {
 			return err
 		})
 		switch {
-		case err != nil && unknown && errors.Is(err, zkconn.ErrSessionLost) && ctx.Err() == nil:
-			continue // read on the next session
 		case err != nil && unknown:
 			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, withPath(o.done, err))
 		case err != nil:
@@ -342,6 +344,17 @@ func (o *Once) do(ctx context.Context, op func(*zk.Conn) error) error {
 		return withPath(o.done, err)
 	}
 	return nil
+}
+
+// read is do for a read made outside the run's lock: if the session is
+// lost meanwhile, it reads again on the next one, until ctx ends.
+func (o *Once) read(ctx context.Context, op func(*zk.Conn) error) error {
+	for {
+		err := o.do(ctx, op)
+		if !errors.Is(err, zkconn.ErrSessionLost) || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // lostOr returns err, a failure of a request made under the run's lock

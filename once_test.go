@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
+	"github.com/dsync-go/dsync/zkconn/zktest"
 )
 
 // TestOnceRunsOnce: eight callers, each with a session of its own, call Do
@@ -188,5 +190,53 @@ func TestOnceRecordsAfterCtx(t *testing.T) {
 	}
 	if done, err := o.Done(context.Background()); err != nil || !done {
 		t.Fatalf("Done = %v, %v; want true", done, err)
+	}
+}
+
+// TestOnceReadsAcrossSessionLoss: Record (so Done) and Reset, whose read of
+// the record goes out as the session is partitioned until it is lost, read
+// again on the next session instead of failing with the loss: Record
+// returns the record, Reset deletes it.
+func TestOnceReadsAcrossSessionLoss(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   zktest.Op
+		call func(ctx context.Context, o *dsync.Once) error
+	}{
+		{"Record", zktest.OpGetData, func(ctx context.Context, o *dsync.Once) error {
+			_, done, err := o.Record(ctx)
+			if err == nil && !done {
+				err = errors.New("no record")
+			}
+			return err
+		}},
+		{"Reset", zktest.OpExists, func(ctx context.Context, o *dsync.Once) error { return o.Reset(ctx) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, path, obs := r45Start(t)
+			if err := dsync.NewOnce(dial(t, []string{shared.Addr()}), path).Do(ctx, func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			p, s := r89Short(t)
+			sub := s.Subscribe()
+			defer sub.Stop()
+			o := dsync.NewOnce(s, path)
+			f := p.Strike(zktest.Match{Op: tc.op, Path: path + "/done"}, zktest.BlackHole)
+			defer f.Disarm()
+			res := make(chan error, 1)
+			go func() { res <- tc.call(ctx, o) }()
+			r38Struck(t, f, res)
+			p.BlackHole()
+			awaitState(t, sub, zkconn.StateLost)
+			p.Heal()
+			if err := reviewRecv(t, tc.name, res); err != nil {
+				t.Fatalf("%s across the session's loss = %v; want it done on the next session", tc.name, err)
+			}
+			if tc.name == "Reset" {
+				if ok, _, err := obs.Exists(path + "/done"); err != nil || ok {
+					t.Fatalf("record there after Reset: %v, %v", ok, err)
+				}
+			}
+		})
 	}
 }
