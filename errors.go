@@ -21,8 +21,8 @@ var ErrNilSession = errors.New("dsync: nil session")
 
 // ErrBadPath is wrapped by the error returned for a path ZooKeeper would
 // reject (see zkconn.ValidatePath), or a lock path longer than 4096 bytes
-// (a node's, given to Revoke, may be 67 bytes longer). Nothing is sent to
-// ZooKeeper.
+// (a node's, given to Revoke, may be 67 bytes longer; a Once's path, whose
+// lock is PATH/lock, 5 bytes shorter). Nothing is sent to ZooKeeper.
 var ErrBadPath = zkconn.ErrBadPath
 
 // ErrClosed is wrapped by the error returned when the Session is closed.

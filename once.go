@@ -39,7 +39,8 @@ type Once struct {
 }
 
 // NewOnce returns a Once at path. Nothing is sent to ZooKeeper until it is
-// used; a nil sess or a bad path is reported by every call. WithData sets
+// used; a nil sess or a bad path (one longer than 4091 bytes too: its lock
+// at path/lock is a lock path) is reported by every call. WithData sets
 // who the record names (Do refuses data too large for the record's request,
 // about 1 MB, with an error wrapping zkconn.ErrTooLarge, before anything is
 // sent), and WithLossPolicy when a run's lock counts as lost; other options
@@ -47,7 +48,7 @@ type Once struct {
 func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
 	o := newOptions(opts)
 	m := NewMutex(sess, path+"/lock", WithLossPolicy(o.policy))
-	m.err = validate(sess, path) // the error names the path given
+	m.err = validateUpTo(sess, path, maxPath-len("/lock")) // the error names the path given
 	once := &Once{m: m, path: path, done: path + "/done", who: o.data}
 	if m.err == nil {
 		// A record too large to write would leave f to run at every Do.

@@ -173,9 +173,19 @@ func TestOnceBadInput(t *testing.T) {
 	if _, err := o.Done(ctx); !errors.Is(err, dsync.ErrBadPath) {
 		t.Fatalf("Done on a bad path = %v; want ErrBadPath", err)
 	}
+	// A lock path is at most 4096 bytes, and a Once's lock is PATH/lock.
+	s := dial(t, []string{shared.Addr()})
+	long := longestPath(t)
+	if err := dsync.NewOnce(s, long).Do(ctx, f); !errors.Is(err, dsync.ErrBadPath) {
+		t.Fatalf("Do on a %d-byte path = %v; want ErrBadPath", len(long), err)
+	}
+	ran := false
+	if err := dsync.NewOnce(s, long[:len(long)-len("/lock")]).Do(ctx, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+		t.Fatalf("Do on the longest path = %v (f ran: %v); want f run and nil", err, ran)
+	}
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := dsync.NewOnce(dial(t, []string{shared.Addr()}), lockPath(t)).Do(done, f); !errors.Is(err, context.Canceled) {
+	if err := dsync.NewOnce(s, lockPath(t)).Do(done, f); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do with a done ctx = %v; want context.Canceled", err)
 	}
 }
