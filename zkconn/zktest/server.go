@@ -26,6 +26,15 @@ const startTimeout = 90 * time.Second
 // when another process took its port between the check and the JVM's bind.
 const startAttempts = 3
 
+// restartAttempts is how often Restart starts a server whose port was
+// taken, restartPause apart: the port cannot change, but what holds it (a
+// socket the kernel keeps a moment after the old JVM, a port check of
+// another test process) may let it go.
+const (
+	restartAttempts = 5
+	restartPause    = time.Second
+)
+
 // errPortInUse marks a start that failed because a port was taken.
 var errPortInUse = errors.New("port in use")
 
@@ -49,7 +58,10 @@ type Server struct {
 	mu     sync.Mutex              // held by lifecycle changes
 	proc   atomic.Pointer[process] // the JVM while started; nil while stopped
 	paused atomic.Bool             // the JVM is SIGSTOPped
-	closed atomic.Bool
+	// logFrom is the log's length when the last JVM started: what a failed
+	// start wrote comes after it.
+	logFrom int
+	closed  atomic.Bool
 }
 
 // Start starts a standalone ZooKeeper server for the test t and returns it
@@ -261,7 +273,17 @@ func (s *Server) Restart() error {
 	_ = s.stopLocked()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	return s.start(ctx)
+	for attempt := 1; ; attempt++ {
+		err := s.start(ctx)
+		if err == nil || attempt == restartAttempts || !errors.Is(err, errPortInUse) {
+			return err
+		}
+		select {
+		case <-time.After(restartPause):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
 
 // start launches the JVM and waits until it serves; on failure the JVM is
@@ -309,6 +331,7 @@ func (s *Server) launch() error {
 	if err := s.cfg.writeFiles(&s.layout); err != nil {
 		return err
 	}
+	s.logFrom = len(s.Log())
 	p, err := startProcess(s.inst.java, s.cfg.jvmArgs(&s.layout, s.inst.classpath),
 		s.layout.dir, filepath.Join(s.layout.dir, logFile))
 	if err != nil {
@@ -323,7 +346,7 @@ func (s *Server) launch() error {
 func (s *Server) abort(err error) error {
 	s.kill()
 	log := s.Log()
-	if strings.Contains(log, "Address already in use") {
+	if strings.Contains(log[min(s.logFrom, len(log)):], "Address already in use") {
 		err = fmt.Errorf("%w (%w)", err, errPortInUse)
 	}
 	return &startError{

@@ -3,6 +3,7 @@ package zktest_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -246,5 +247,48 @@ func TestWatches(t *testing.T) {
 	never := func(map[string][]int64) bool { return false }
 	if err := srv.AwaitWatches(ctx, never); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("AwaitWatches of what never comes = %v; want %v", err, context.DeadlineExceeded)
+	}
+}
+
+// TestServerRestartWaitsForItsPort: a Restart whose port is held when the
+// JVM binds (another socket on it) tries again while the port stays the
+// same, and serves once the port is let go.
+func TestServerRestartWaitsForItsPort(t *testing.T) {
+	s := zktest.Start(t)
+	ctx := testContext(t, time.Minute)
+	if err := s.Stop(); err != nil {
+		t.Fatalf("Stop() error: %v", err)
+	}
+	before := len(s.Log())
+	ln, err := net.Listen("tcp", s.Addr())
+	if err != nil {
+		t.Fatalf("holding the port: %v", err)
+	}
+	defer ln.Close()
+	restarted := make(chan error, 1)
+	go func() { restarted <- s.Restart() }()
+	// Let go once a JVM has failed to bind (its log says so).
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(s.Log()[before:], "Address already in use") {
+		select {
+		case err := <-restarted:
+			t.Fatalf("Restart() = %v before a JVM found its port held", err)
+		case <-ctx.Done():
+			t.Fatal("no JVM found its port held")
+		case <-tick.C:
+		}
+	}
+	ln.Close()
+	select {
+	case err := <-restarted:
+		if err != nil {
+			t.Fatalf("Restart() = %v; want it served once the port was free", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Restart() did not return")
+	}
+	if reply, err := s.Command(ctx, "ruok"); err != nil || reply != "imok" {
+		t.Fatalf(`Command("ruok") = %q, %v; want "imok"`, reply, err)
 	}
 }
