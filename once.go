@@ -277,11 +277,16 @@ func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
 //
 // Reset waits while the connection to ZooKeeper is down, and goes on on the
 // next session if the session is lost meanwhile, until ctx ends.
+//
 // The delete is sent once per record: after a lost reply Reset reads the
 // record again (after a sync) and sends it again only if the record it
 // aimed at is still there. A record written since (by a run that came after
-// the delete) is not deleted. If ctx ends with the delete's outcome unknown,
-// the error wraps ErrOutcomeUnknown and ctx.Err().
+// the delete) is not deleted, with one exception: a delete that the network
+// holds past its session's loss (the Session gives a session up shortly
+// before the server may expire it) can still reach the server while the
+// server keeps that session, and then deletes a record written meanwhile.
+// If ctx ends with the delete's outcome unknown, the error wraps
+// ErrOutcomeUnknown and ctx.Err().
 func (o *Once) Reset(ctx context.Context) error {
 	var aimed int64  // czxid of the record a delete was sent for
 	unknown := false // that delete may have been applied

@@ -493,10 +493,11 @@ func (s *Session) wake() {
 
 // run authenticates new connections once they have a session (on a
 // goroutine of their own), gives up a session that has stayed suspended
-// until shortly before the server can expire it (replacing its *zk.Conn, so the client
-// cannot quietly resume it later), starts a new *zk.Conn when there is
-// none, and looks the server names up again every second while the
-// *zk.Conn was made without some of them and there is no session.
+// until shortly before the server can expire it (replacing its *zk.Conn,
+// so the client cannot quietly resume it later), starts a new *zk.Conn
+// when there is none, and looks the server names up again every second
+// while the *zk.Conn was made without some of them and there is no
+// session.
 func (s *Session) run() {
 	defer s.bg.Done()
 	type outcome struct {
@@ -640,7 +641,7 @@ func (s *Session) giveUp(c *client) {
 		s.mu.Unlock()
 		return
 	}
-	s.loseLocked(fmt.Errorf("%w: no reply from the servers until the session may expire (timeout %v)", ErrSessionLost, s.timeoutLocked()))
+	s.loseLocked(fmt.Errorf("%w: no reply from the servers until shortly before the session may expire (timeout %v)", ErrSessionLost, s.timeoutLocked()))
 	s.retireLocked(c)
 	s.mu.Unlock()
 }

@@ -24,8 +24,8 @@ const (
 	StateReconnected
 	// StateLost: the session expired, or stayed disconnected until shortly
 	// before the server could expire it (a tenth of the session timeout
-	// ahead, at most 250ms) and was given up. Its ephemeral nodes are gone (or
-	// will be once the server expires it). A new session follows.
+	// ahead, at most 250ms) and was given up. Its ephemeral nodes are gone
+	// (or will be once the server expires it). A new session follows.
 	StateLost
 	// StateClosed: Close was called. Final.
 	StateClosed
