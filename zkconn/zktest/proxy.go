@@ -35,6 +35,7 @@ type Proxy struct {
 	filter    filter                  // for new connections
 	faults    []*Fault                // armed, oldest first
 	afterPing chan time.Time          // see BlackHoleAfterPing; nil when not armed
+	atPing    chan time.Time          // see CutAtPing; nil when not armed
 	closed    bool
 
 	requests atomic.Int64 // see Requests
@@ -171,6 +172,39 @@ func (p *Proxy) pinged(at time.Time) {
 		p.BlackHole()
 		ch <- at
 	}
+}
+
+// CutAtPing arms a one-shot cut aimed at the ping cycle: the next ping a
+// client sends through the proxy after the call is not forwarded, and its
+// connection is closed, both sides, as Cut does; the returned channel then
+// receives the time of the cut. An idle client sends a ping a third of the
+// session timeout after its last request (go-zookeeper), so the cut comes
+// that long after the last request the server answered, and a test can aim
+// at the moments that follow without watching the clock. Arming again
+// replaces an armed cut, whose channel then never receives; so does Close.
+func (p *Proxy) CutAtPing() <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.atPing = ch
+	return ch
+}
+
+// cutsAt reports whether frame, a request, is the ping CutAtPing aims at,
+// and if so disarms it and sends the time.
+func (p *Proxy) cutsAt(frame []byte) bool {
+	if parseRequest(frame).op != OpPing {
+		return false
+	}
+	p.mu.Lock()
+	ch := p.atPing
+	p.atPing = nil
+	p.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	ch <- time.Now()
+	return true
 }
 
 // DropReplies loses what comes back: from now on the proxy forwards what
@@ -409,6 +443,10 @@ func (c *proxyConn) pipe(dst, src net.Conn, dir direction) {
 func (c *proxyConn) pass(pk *packet, frame []byte, kind frameKind, dir direction) {
 	var f *Fault
 	if kind == messageFrame && dir == toTarget {
+		if c.p.cutsAt(frame) {
+			pk.end = true
+			return
+		}
 		f = c.request(frame)
 	} else if kind == messageFrame {
 		f = c.reply(frame)

@@ -186,6 +186,28 @@ func TestProxyBlackHoleAfterPing(t *testing.T) {
 	assertNeverCreated(ctx, t, c, "/after-ping")
 }
 
+// TestProxyCutAtPing: the connection is cut as the client's next ping
+// arrives, and the proxy forwards the connection the client makes next: the
+// same session comes back.
+func TestProxyCutAtPing(t *testing.T) {
+	s := zktest.Start(t)
+	p := zktest.NewProxy(t, s.Addr())
+	ctx := testContext(t, time.Minute)
+	c := connect(t, []string{p.Addr()}, 3*time.Second) // pings every second
+	c.waitState(ctx, t, zk.StateHasSession)
+	id := c.SessionID()
+	select {
+	case <-p.CutAtPing():
+	case <-ctx.Done():
+		t.Fatal("no ping reached the proxy")
+	}
+	c.waitState(ctx, t, zk.StateDisconnected)
+	c.waitState(ctx, t, zk.StateHasSession)
+	if got := c.SessionID(); got != id {
+		t.Fatalf("session %#x after the cut; want %#x back", got, id)
+	}
+}
+
 // assertNeverCreated checks, once c gets through after a Heal (with its
 // session, or a new one), that path, created into a black hole, does not
 // exist.
