@@ -98,21 +98,7 @@ func TestReviewSlowLoggerTwoHolders(t *testing.T) {
 		t.Fatal("no warning within 10s")
 	}
 	// Now wait for the server to expire the session.
-	deadline := time.After(15 * time.Second)
-	for {
-		ok, _, ch, err := obs.ExistsW(node)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatal("the server kept the session's node 15s")
-		}
-	}
+	awaitGone(t, obs, node, 15*time.Second)
 	if _, err := obs.Create(node, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatalf("another client creating %s: %v", node, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -94,11 +95,7 @@ func TestReviewR101BufferedNotificationAfterDeaf(t *testing.T) {
 	s := dial(t, []string{shared.Addr()}, WithSessionTimeout(timeout), WithDialer(dialer))
 	h := current(t, s)
 	root := testRoot(t)
-	obs, _, err := zk.Connect([]string{shared.Addr()}, 10*time.Second, zk.WithLogger(reviewQuiet{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close()
+	obs := zktest.Observer(t, shared.Addr())
 	plainRoot(t, obs, root, nil)
 	a, b, eph := root+"/a", root+"/b", root+"/eph"
 	for _, p := range []string{a, b} {
@@ -148,21 +145,7 @@ func TestReviewR101BufferedNotificationAfterDeaf(t *testing.T) {
 		t.Fatal("the deaf timer did not close the connection")
 	}
 	// The server expires the session: its ephemeral node goes.
-	expired := time.After(15 * time.Second)
-	for {
-		ok, _, gone, err := obs.ExistsW(eph)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		select {
-		case <-gone:
-		case <-expired:
-			t.Fatal("the session did not expire")
-		}
-	}
+	awaitGone(t, obs, eph, 15*time.Second)
 	w.mu.Unlock()
 	locked = false
 	select {

@@ -91,11 +91,7 @@ func TestReviewR94DeafNowAfterTimer(t *testing.T) {
 	s := dial(t, []string{p.Addr()}, WithSessionTimeout(timeout), WithDialer(dialer))
 	h := current(t, s)
 	root := testRoot(t)
-	obs, _, err := zk.Connect([]string{shared.Addr()}, 10*time.Second, zk.WithLogger(reviewQuiet{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close()
+	obs := zktest.Observer(t, shared.Addr())
 	plainRoot(t, obs, root, nil)
 	node := root
 	var ch <-chan zk.Event

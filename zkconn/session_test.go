@@ -62,6 +62,28 @@ func await(t *testing.T, sub *Subscription, want State, d time.Duration) Event {
 	}
 }
 
+// awaitGone waits on exists watches of obs until path does not exist (an
+// ephemeral node goes with its session's expiry), and fails the test if it
+// is still there after d.
+func awaitGone(t *testing.T, obs *zk.Conn, path string, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		ok, _, ch, err := obs.ExistsW(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%s still there after %v", path, d)
+		}
+	}
+}
+
 // roots numbers testRoot's paths: -count=n runs a test again in one server.
 var roots atomic.Int64
 

@@ -153,22 +153,31 @@ func (p *Proxy) BlackHole() {
 // server's clock. Arming again replaces an armed partition, whose channel
 // then never receives; so do Close and a proxy that never forwards a ping
 // reply.
-func (p *Proxy) BlackHoleAfterPing() <-chan time.Time {
+func (p *Proxy) BlackHoleAfterPing() <-chan time.Time { return p.arm(&p.afterPing) }
+
+// arm arms the one-shot of slot (afterPing, atPing): it returns a new
+// channel, which replaces an armed one.
+func (p *Proxy) arm(slot *chan time.Time) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.afterPing = ch
+	*slot = ch
+	return ch
+}
+
+// disarm returns the channel armed in slot, if any, and disarms it.
+func (p *Proxy) disarm(slot *chan time.Time) chan time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch := *slot
+	*slot = nil
 	return ch
 }
 
 // pinged begins the partition BlackHoleAfterPing armed, if any, after a
 // ping reply written at at.
 func (p *Proxy) pinged(at time.Time) {
-	p.mu.Lock()
-	ch := p.afterPing
-	p.afterPing = nil
-	p.mu.Unlock()
-	if ch != nil {
+	if ch := p.disarm(&p.afterPing); ch != nil {
 		p.BlackHole()
 		ch <- at
 	}
@@ -182,13 +191,7 @@ func (p *Proxy) pinged(at time.Time) {
 // that long after the last request the server answered, and a test can aim
 // at the moments that follow without watching the clock. Arming again
 // replaces an armed cut, whose channel then never receives; so does Close.
-func (p *Proxy) CutAtPing() <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.atPing = ch
-	return ch
-}
+func (p *Proxy) CutAtPing() <-chan time.Time { return p.arm(&p.atPing) }
 
 // cutsAt reports whether frame, a request, is the ping CutAtPing aims at,
 // and if so disarms it and sends the time.
@@ -196,10 +199,7 @@ func (p *Proxy) cutsAt(frame []byte) bool {
 	if parseRequest(frame).op != OpPing {
 		return false
 	}
-	p.mu.Lock()
-	ch := p.atPing
-	p.atPing = nil
-	p.mu.Unlock()
+	ch := p.disarm(&p.atPing)
 	if ch == nil {
 		return false
 	}
