@@ -92,7 +92,7 @@ func (m *msgWriter) Close(ctx context.Context, sigs <-chan os.Signal, interrupte
 }
 
 // msgGrace is how long Close waits for stderr to take dsync's last
-// messages (one saying why it stopped, say) once a signal came or run's
-// ctx is done: a
-// terminal or pipe that takes them at all does so well within it.
+// messages (one saying why it stopped, say) once a signal came or run's ctx
+// is done: a terminal or pipe that takes them at all does so well within
+// it.
 const msgGrace = time.Second
