@@ -101,6 +101,10 @@
 //   - Pass: nothing; the request and its reply go through. Struck says the
 //     server has answered it, so what the client sends next on that
 //     connection is served after it.
+//   - Hold: the connection is partitioned from the request on, as with
+//     BlackHole, while the proxy keeps the session alive at the server;
+//     Fault.Release delivers the request there, late. Applied after the
+//     client has given up on it: a request that outlives its session.
 //
 // A multi is one request: a fault that strikes it strikes all its ops. For
 // example, to check that a lock leaves no node behind when the reply to its

@@ -115,7 +115,7 @@ func (m Match) matchesPath(path string) bool {
 // connection that sent it. Each leaves the request's outcome in a different
 // state, which is what a test picks it for: Cut and BlackHole leave it not
 // applied, Lose and Drop applied with the client not told, Pass answered as
-// usual.
+// usual, Hold applied late, when the test says.
 type Action int
 
 const (
@@ -161,9 +161,21 @@ const (
 	// and so that whatever the client sends after that on the connection
 	// is served after it.
 	Pass
+
+	// Hold keeps the request in the network, to be delivered late: it
+	// partitions the connection from the request on, as BlackHole does (the
+	// request does not reach the server, nothing comes back, and the client
+	// notices only by its own timeouts), but keeps the connection to the
+	// server open and pings the server on it, so that the session lives on
+	// at the server after the client has given up on it. Fault.Release
+	// then delivers the request on that connection: the server applies it
+	// for that session, after whatever the client did meanwhile on other
+	// connections. Heal and BlackHole leave the connection as it is, Cut
+	// and Close end it (the request is then never applied).
+	Hold
 )
 
-var actionNames = [...]string{Cut: "Cut", Lose: "Lose", BlackHole: "BlackHole", Drop: "Drop", Pass: "Pass"}
+var actionNames = [...]string{Cut: "Cut", Lose: "Lose", BlackHole: "BlackHole", Drop: "Drop", Pass: "Pass", Hold: "Hold"}
 
 // String returns the name of a, as in the source: "Cut", "Lose", ….
 func (a Action) String() string {
@@ -182,6 +194,7 @@ type Fault struct {
 
 	struck chan struct{} // closed by strike
 	once   sync.Once
+	held   *held // with Hold, once struck
 }
 
 // Strike arms a one-shot fault: the first request matching m that any
@@ -195,7 +208,7 @@ type Fault struct {
 // depends on, instead of at a moment chosen by a sleep: wait on the returned
 // Fault's Struck to know it has happened.
 func (p *Proxy) Strike(m Match, a Action) *Fault {
-	if a < Cut || a > Pass {
+	if a < Cut || a > Hold {
 		panic(fmt.Sprintf("zktest: Strike with unknown action %d", int(a)))
 	}
 	if m.Op == OpPing {
@@ -218,6 +231,7 @@ func (p *Proxy) Strike(m Match, a Action) *Fault {
 //   - Drop: the reply has been swallowed.
 //   - Pass: the reply has come back from the server, on its way to the
 //     client.
+//   - Hold: the request is held and the connection is in its partition.
 //
 // If the connection ends before the reply to a Lose, Drop or Pass comes
 // back (a Cut, Heal or Close of the proxy, or either end closing it), the

@@ -404,7 +404,7 @@ func TestStrikeMisuse(t *testing.T) {
 		action zktest.Action
 	}{
 		{zktest.Match{Op: zktest.OpPing}, zktest.Cut},
-		{zktest.Match{}, zktest.Pass + 1},
+		{zktest.Match{}, zktest.Hold + 1},
 		{zktest.Match{}, -1},
 	} {
 		func() {

@@ -239,7 +239,7 @@ func (p *Proxy) setFilter(f filter) {
 	defer p.mu.Unlock()
 	p.filter = f
 	for c := range p.conns {
-		if filter(c.filter.Load()) != filterAll {
+		if g := filter(c.filter.Load()); g != filterAll && g != filterHeld {
 			c.filter.Store(int32(f))
 		}
 	}
@@ -254,7 +254,7 @@ func (p *Proxy) Heal() {
 	defer p.mu.Unlock()
 	p.filter = filterNone
 	for c := range p.conns {
-		if c.filter.Load() != int32(filterNone) {
+		if g := filter(c.filter.Load()); g != filterNone && g != filterHeld {
 			c.close()
 			delete(p.conns, c)
 		}
@@ -359,6 +359,8 @@ type proxyConn struct {
 	upstream net.Conn
 	closed   bool
 	expected map[int32]*Fault // by xid: Lose, Drop and Pass faults waiting for their reply
+	toTarget chan<- packet    // the queue of the pipe to the target
+	held     *held            // the request a Hold fault took, if any
 }
 
 // setUpstream records the connection to the target, or closes it and
@@ -410,10 +412,16 @@ func (c *proxyConn) close() {
 // passes the end on by closing both sides once the queue is delivered.
 func (c *proxyConn) pipe(dst, src net.Conn, dir direction) {
 	queue := make(chan packet, queueLen)
+	if dir == toTarget {
+		c.mu.Lock()
+		c.toTarget = queue
+		c.mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { c.deliver(dst, dir, queue) })
 	defer wg.Wait()
 	defer close(queue)
+	defer c.awaitHeld(dir)
 
 	var fr framer
 	buf := make([]byte, 32<<10)
@@ -422,8 +430,12 @@ func (c *proxyConn) pipe(dst, src net.Conn, dir direction) {
 		if n > 0 {
 			pk := packet{at: c.p.deliveryTime()}
 			fr.next(buf[:n], func(frame []byte, kind frameKind) {
-				if !pk.end && (!c.drops(dir) || c.notifies(frame, kind, dir)) {
+				switch {
+				case pk.end:
+				case !c.drops(dir) || c.notifies(frame, kind, dir):
 					c.pass(&pk, frame, kind, dir)
+				default:
+					c.answers(frame, kind, dir)
 				}
 			})
 			if !c.send(queue, pk) || pk.end {
@@ -458,6 +470,8 @@ func (c *proxyConn) pass(pk *packet, frame []byte, kind frameKind, dir direction
 	case f.action == BlackHole: // a request
 		c.filter.Store(int32(filterAll))
 		f.strike()
+	case f.action == Hold: // a request
+		c.hold(f, frame)
 	case f.action == Drop: // a reply
 		f.strike()
 	case f.action == Pass: // a reply
@@ -469,7 +483,7 @@ func (c *proxyConn) pass(pk *packet, frame []byte, kind frameKind, dir direction
 }
 
 // request looks at a request frame on its way to the target and returns the
-// Cut or BlackHole fault that takes it, if any; a Lose, Drop or Pass fault
+// Cut, BlackHole or Hold fault that takes it, if any; a Lose, Drop or Pass fault
 // waits for the reply. It counts the request if it goes on (see Requests).
 func (c *proxyConn) request(frame []byte) *Fault {
 	r := parseRequest(frame)
@@ -477,7 +491,7 @@ func (c *proxyConn) request(frame []byte) *Fault {
 		return nil
 	}
 	f := c.p.take(r)
-	if f != nil && (f.action == Cut || f.action == BlackHole) {
+	if f != nil && (f.action == Cut || f.action == BlackHole || f.action == Hold) {
 		return f
 	}
 	c.p.requests.Add(1)
@@ -505,7 +519,7 @@ func (c *proxyConn) reply(frame []byte) *Fault {
 
 func (c *proxyConn) drops(dir direction) bool {
 	switch filter(c.filter.Load()) {
-	case filterAll, filterDeaf:
+	case filterAll, filterDeaf, filterHeld:
 		return true
 	case filterReplies:
 		return dir == toClient
@@ -528,6 +542,7 @@ const (
 	filterAll                   // a black hole
 	filterReplies               // drop what the target sends
 	filterDeaf                  // drop what clients send, and all but notifications back
+	filterHeld                  // a black hole that keeps the session alive (Hold)
 )
 
 // A direction is the way bytes go through the proxy.
