@@ -20,6 +20,11 @@ import (
 // who ran it and when ("host=… pid=… at=<RFC 3339 time>", or the WithData
 // bytes and the time).
 //
+// The record's transaction also advances the data version of PATH itself
+// (writing back the data PATH had when the run started, so a run needs
+// write permission on PATH): Reset's delete checks that version, so that a
+// delete cannot remove a record written after it was sent.
+//
 // A run can lose its lock as a Mutex hold can; its function learns it from
 // its context. A success is recorded only while the run's lock node still
 // exists, which proves that no other run has started: a run whose node is
@@ -36,6 +41,9 @@ type Once struct {
 	who  []byte
 	// big is the error of a record who makes too large (see NewOnce).
 	big error
+	// resetting, if set (by tests), is called by Reset between its read
+	// and its delete.
+	resetting func()
 }
 
 // NewOnce returns a Once at path. Nothing is sent to ZooKeeper until it is
@@ -55,7 +63,7 @@ func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
 		// No lock node's name is longer than this one: ZooKeeper writes
 		// its sequence number with 10 digits, and a minus sign past 2^31.
 		node := m.q.path + "/" + zkconn.ProtectedName(lockMarker+"-2147483648")
-		if err := zkconn.CheckMulti(once.recordOps(node)...); err != nil {
+		if err := zkconn.CheckMulti(once.recordOps(node, nil)...); err != nil {
 			once.big = fmt.Errorf("dsync: %s: the record of a run (WithData): %w", once.done, err)
 		}
 	}
@@ -103,12 +111,18 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	if err := o.catchUp(ctx); err != nil {
 		return lostOr(ctx, held, err)
 	}
-	done, cversion, err := o.state(ctx)
+	done, st, err := o.state(ctx)
 	if err != nil {
 		return lostOr(ctx, held, err)
 	}
 	if done {
 		return nil
+	}
+	var data []byte // PATH's, written back by the record
+	if st.DataLength > 0 {
+		if err := o.do(ctx, func(c *zk.Conn) (err error) { data, _, err = c.Get(o.path); return err }); err != nil {
+			return lostOr(ctx, held, err)
+		}
 	}
 	if err := held.Err(); err != nil {
 		return context.Cause(held)
@@ -118,13 +132,14 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.m.q.sess.SessionTimeout())
 	defer cancel()
-	return o.record(rctx, held, cversion)
+	return o.record(rctx, held, st.Cversion, data)
 }
 
 // record writes the record of a successful run whose lock's hold context is
 // held, in one transaction with a check that the lock's node still exists:
 // while it does, no other run can have started, so a record is written only
-// for a run that was alone.
+// for a run that was alone. The transaction writes data, PATH's own, back
+// to PATH, to advance its version (see Reset).
 //
 // cversion is that of o's path when the run started, under the lock: while
 // the node exists, only the record's create (or a Reset's delete) changes
@@ -135,9 +150,9 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 // With the node gone and no record, the run is lost (ErrLockLost). It is
 // never sent again blindly, which could bring back a record a Reset
 // deleted.
-func (o *Once) record(ctx context.Context, held context.Context, cversion int32) error {
+func (o *Once) record(ctx context.Context, held context.Context, cversion int32, data []byte) error {
 	hd := held.Value(holdKey{o.m}).(*hold)
-	ops := o.recordOps(hd.node)
+	ops := o.recordOps(hd.node, data)
 	for {
 		err := hd.h.DoOnce(ctx, func(c *zk.Conn) error {
 			_, err := c.Multi(ops...)
@@ -169,8 +184,8 @@ func (o *Once) record(ctx context.Context, held context.Context, cversion int32)
 }
 
 // recordOps returns the transaction that records a run now, under the lock
-// node node (see record).
-func (o *Once) recordOps(node string) []any {
+// node node, writing pathData back to PATH (see record).
+func (o *Once) recordOps(node string, pathData []byte) []any {
 	data := append([]byte(nil), o.who...)
 	if len(data) > 0 {
 		data = append(data, ' ')
@@ -179,6 +194,7 @@ func (o *Once) recordOps(node string) []any {
 	return []any{
 		&zk.CheckVersionRequest{Path: node, Version: -1},
 		&zk.CreateRequest{Path: o.done, Data: data, Acl: o.m.q.sess.ACL()},
+		&zk.SetDataRequest{Path: o.path, Data: pathData, Version: -1},
 	}
 }
 
@@ -193,7 +209,7 @@ func (o *Once) decide(ctx context.Context, hd *hold, cversion int32) (bool, erro
 	if err := o.catchUp(ctx); err != nil {
 		return false, err
 	}
-	done, now, err := o.state(ctx)
+	done, st, err := o.state(ctx)
 	if err != nil || done {
 		return done, err
 	}
@@ -203,7 +219,7 @@ func (o *Once) decide(ctx context.Context, hd *hold, cversion int32) (bool, erro
 	if _, _, err := readNode(ctx, hd.h, hd.node); err != nil {
 		return false, err
 	}
-	return now != cversion, nil // moved: written, then deleted by a Reset
+	return st.Cversion != cversion, nil // moved: written, then deleted by a Reset
 }
 
 // catchUp has the server o's session talks to catch up with the leader
@@ -212,24 +228,21 @@ func (o *Once) catchUp(ctx context.Context) error {
 	return o.do(ctx, func(c *zk.Conn) error { return zkconn.CatchUp(c, o.path) })
 }
 
-// state reports whether the record exists, with the cversion of o's path
-// (see record): one listing.
-func (o *Once) state(ctx context.Context) (done bool, cversion int32, err error) {
-	var (
-		kids []string
-		st   *zk.Stat
-	)
+// state reports whether the record exists, with the stat of o's path (see
+// record; a zero one if the path does not exist): one listing.
+func (o *Once) state(ctx context.Context) (done bool, st *zk.Stat, err error) {
+	var kids []string
 	err = o.do(ctx, func(c *zk.Conn) (err error) {
 		kids, st, err = c.Children(o.path)
 		return err
 	})
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return false, 0, nil
+		return false, &zk.Stat{}, nil
 	case err != nil:
-		return false, 0, err
+		return false, nil, err
 	}
-	return slices.Contains(kids, "done"), st.Cversion, nil
+	return slices.Contains(kids, "done"), st, nil
 }
 
 // Done reports whether a run has succeeded at o's path: whether its record
@@ -278,43 +291,39 @@ func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
 // Reset waits while the connection to ZooKeeper is down, and goes on on the
 // next session if the session is lost meanwhile, until ctx ends.
 //
-// The delete is sent once per record: after a lost reply Reset reads the
-// record again (after a sync) and sends it again only if the record it
-// aimed at is still there. A record written since (by a run that came after
-// the delete) is not deleted, with one exception: a delete that the network
-// holds past its session's loss (the Session gives a session up shortly
-// before the server may expire it) can still reach the server while the
-// server keeps that session, and then deletes a record written meanwhile.
-// If ctx ends with the delete's outcome unknown, the error wraps
+// Reset deletes only the record it read, never one written after it: its
+// delete is one transaction with a check of PATH's data version, which
+// every record's transaction advances (PATH's data itself is kept). This
+// holds for a delete that the network delivers late too, after its session
+// was given up, and after a lost reply: Reset reads the record again (after
+// a sync) and sends its delete again only if the record it aimed at is
+// still there. One case remains: ZooKeeper removes PATH when it finds it
+// empty (it looks once a minute by default), and a PATH made again counts
+// its versions from 0, so a delete held in the network across that, until
+// as many records were written to the new PATH as to the old, would pass
+// its check. If ctx ends with the delete's outcome unknown, the error wraps
 // ErrOutcomeUnknown and ctx.Err().
 func (o *Once) Reset(ctx context.Context) error {
 	var aimed int64  // czxid of the record a delete was sent for
 	unknown := false // that delete may have been applied
 	for {
-		var (
-			there bool
-			st    *zk.Stat
-		)
-		err := o.read(ctx, func(c *zk.Conn) (err error) {
-			if err := zkconn.CatchUp(c, o.path); err != nil {
-				return err
-			}
-			there, st, err = c.Exists(o.done)
-			return err
-		})
+		st, fence, err := o.resetRead(ctx)
 		switch {
 		case err != nil && unknown:
 			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, withPath(o.done, err))
 		case err != nil:
 			return err
-		case !there, aimed != 0 && st.Czxid != aimed:
+		case st == nil, aimed != 0 && st.Czxid != aimed:
 			return nil // the record aimed at is gone (by our delete or another's)
 		}
 		aimed, unknown = st.Czxid, false // still there: not applied
+		if o.resetting != nil {
+			o.resetting()
+		}
 		h, err := o.m.q.sess.Current(ctx)
 		if err == nil {
 			err = h.DoOnce(ctx, func(c *zk.Conn) error {
-				if err := c.Delete(o.done, -1); !errors.Is(err, zk.ErrNoNode) {
+				if _, err := c.Multi(o.resetOps(fence)...); !errors.Is(err, zk.ErrNoNode) {
 					return err
 				}
 				return nil
@@ -323,13 +332,46 @@ func (o *Once) Reset(ctx context.Context) error {
 		switch {
 		case err == nil:
 			return nil
-		case unsent(err):
+		case unsent(err), errors.Is(err, zk.ErrBadVersion):
 			continue // decided by the next read
 		case errors.Is(err, ErrOutcomeUnknown) && ctx.Err() == nil:
 			unknown = true
 			continue // decided by the next read
 		}
 		return withPath(o.done, err)
+	}
+}
+
+// resetRead returns, after a sync, the record's stat (nil if there is none)
+// and PATH's data version read before it. A delete checked against that
+// version (resetOps) deletes that record, or nothing: any record written
+// since the version was read has advanced it.
+func (o *Once) resetRead(ctx context.Context) (st *zk.Stat, fence int32, err error) {
+	err = o.read(ctx, func(c *zk.Conn) error {
+		st = nil
+		if err := zkconn.CatchUp(c, o.path); err != nil {
+			return err
+		}
+		there, pst, err := c.Exists(o.path)
+		if err != nil || !there {
+			return err
+		}
+		fence = pst.Version
+		there, rst, err := c.Exists(o.done)
+		if there {
+			st = rst
+		}
+		return err
+	})
+	return st, fence, err
+}
+
+// resetOps returns Reset's transaction: delete the record if PATH's data
+// version is still fence.
+func (o *Once) resetOps(fence int32) []any {
+	return []any{
+		&zk.CheckVersionRequest{Path: o.path, Version: fence},
+		&zk.DeleteRequest{Path: o.done, Version: -1},
 	}
 }
 

@@ -34,13 +34,13 @@ func TestOnceDecideOnSpentContext(t *testing.T) {
 	err = o.Do(ctx, func(held context.Context) error {
 		ran = true
 		hd := held.Value(holdKey{o.m}).(*hold)
-		_, cversion, err := o.state(ctx)
+		_, st, err := o.state(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		spent, end := context.WithCancel(ctx)
 		end()
-		written, err := o.decide(spent, hd, cversion)
+		written, err := o.decide(spent, hd, st.Cversion)
 		if err != nil || written {
 			t.Errorf("decide(spent ctx) before the record = %v, %v; want false, nil "+
 				"(a decision under a bound of its own)", written, err)

@@ -250,3 +250,46 @@ func TestOnceReadsAcrossSessionLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestOnceResetLateDelete: Reset's delete is held in the network while its
+// session is given up; Reset goes on on the next session and deletes the
+// record, and a later run records its success. The held delete then
+// reaches the server for the old session, which the server still keeps
+// (zktest's Hold): its check fails, and the later record stays.
+func TestOnceResetLateDelete(t *testing.T) {
+	t.Parallel()
+	ctx, path, _ := r45Start(t)
+	var runs atomic.Int32
+	f := func(context.Context) error { runs.Add(1); return nil }
+	other := dsync.NewOnce(dial(t, []string{shared.Addr()}), path)
+	if err := other.Do(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	p, s := r89Short(t)
+	sub := s.Subscribe()
+	defer sub.Stop()
+	held := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/done"}, zktest.Hold)
+	defer held.Disarm()
+	res := make(chan error, 1)
+	go func() { res <- dsync.NewOnce(s, path).Reset(ctx) }()
+	r38Struck(t, held, res)
+	p.BlackHole() // the session is given up; the held connection keeps it at the server
+	awaitState(t, sub, zkconn.StateLost)
+	p.Heal()
+	if err := reviewRecv(t, "Reset", res); err != nil {
+		t.Fatalf("Reset = %v; want it done on the next session", err)
+	}
+	if err := other.Do(ctx, f); err != nil || runs.Load() != 2 {
+		t.Fatalf("Do after Reset = %v, f ran %d times; want nil, twice", err, runs.Load())
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("the held delete's Release = %v", err)
+	}
+	if done, err := other.Done(ctx); err != nil || !done {
+		t.Fatalf("Done after the held delete reached the server = %v, %v; want true: "+
+			"the later run's record deleted by a delete sent before it", done, err)
+	}
+	if err := other.Do(ctx, f); err != nil || runs.Load() != 2 {
+		t.Fatalf("Do after the held delete = %v, f ran %d times; want nil, twice", err, runs.Load())
+	}
+}
