@@ -292,7 +292,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.launch(); err != nil {
 		return err
 	}
-	if err := waitServing(ctx, s.addr, s.proc.Load()); err != nil {
+	if err := waitServing(ctx, s.addr, s.layout.dataDir(), s.proc.Load()); err != nil {
 		return s.abort(err)
 	}
 	if err := s.waitSecure(ctx); err != nil {
@@ -375,9 +375,10 @@ type startError struct {
 func (e *startError) Error() string { return e.msg }
 func (e *startError) Unwrap() error { return e.err }
 
-// waitServing polls the server at addr until it serves or p exits or ctx is done.
-func waitServing(ctx context.Context, addr string, p *process) error {
-	return waitFor(ctx, p, func(ctx context.Context) error { return serving(ctx, addr) })
+// waitServing polls the server at addr until it serves from dataDir, or p
+// exits or ctx is done.
+func waitServing(ctx context.Context, addr, dataDir string, p *process) error {
+	return waitFor(ctx, p, func(ctx context.Context) error { return serving(ctx, addr, dataDir) })
 }
 
 // waitFor calls check until it succeeds or p exits or ctx is done.
@@ -405,8 +406,10 @@ func waitFor(ctx context.Context, p *process, check func(context.Context) error)
 	}
 }
 
-// serving checks the server at addr with ruok and srvr.
-func serving(ctx context.Context, addr string) error {
+// serving checks the server at addr with ruok and srvr, and with conf that
+// it keeps its data in dataDir: that it is the server just started, not
+// another process's that holds the port.
+func serving(ctx context.Context, addr, dataDir string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	reply, err := fourLetter(ctx, addr, "ruok")
@@ -420,8 +423,21 @@ func serving(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	_, err = parseMode(reply)
-	return err
+	if _, err = parseMode(reply); err != nil {
+		return err
+	}
+	if reply, err = fourLetter(ctx, addr, "conf"); err != nil {
+		return err
+	}
+	for line := range strings.Lines(reply) {
+		if dir, ok := strings.CutPrefix(strings.TrimSpace(line), "dataDir="); ok {
+			if filepath.Dir(dir) != dataDir {
+				return fmt.Errorf("zktest: the server at %s keeps its data in %s; want %s (another server holds the port)", addr, dir, dataDir)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("zktest: conf: no dataDir in %q", reply)
 }
 
 // Pause stops the server's JVM in its tracks with SIGSTOP, as a long garbage
