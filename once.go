@@ -20,10 +20,10 @@ import (
 // who ran it and when ("host=… pid=… at=<RFC 3339 time>", or the WithData
 // bytes and the time).
 //
-// The record's transaction also advances the data version of PATH itself
-// (writing back the data PATH had when the run started, so a run needs
-// write permission on PATH): Reset's delete checks that version, so that a
-// delete cannot remove a record written after it was sent.
+// Before f runs, a run advances the data version of PATH itself (it writes
+// PATH's data back as it is, so a run needs write permission on PATH, and
+// fails before f without it): Reset's delete checks that version, so that
+// a delete cannot remove a record written after it was sent.
 //
 // A run can lose its lock as a Mutex hold can; its function learns it from
 // its context. A success is recorded only while the run's lock node still
@@ -63,7 +63,7 @@ func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
 		// No lock node's name is longer than this one: ZooKeeper writes
 		// its sequence number with 10 digits, and a minus sign past 2^31.
 		node := m.q.path + "/" + zkconn.ProtectedName(lockMarker+"-2147483648")
-		if err := zkconn.CheckMulti(once.recordOps(node, nil)...); err != nil {
+		if err := zkconn.CheckMulti(once.recordOps(node)...); err != nil {
 			once.big = fmt.Errorf("dsync: %s: the record of a run (WithData): %w", once.done, err)
 		}
 	}
@@ -118,11 +118,8 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	if done {
 		return nil
 	}
-	var data []byte // PATH's, written back by the record
-	if st.DataLength > 0 {
-		if err := o.do(ctx, func(c *zk.Conn) (err error) { data, _, err = c.Get(o.path); return err }); err != nil {
-			return lostOr(ctx, held, err)
-		}
+	if err := o.advance(ctx, st); err != nil {
+		return lostOr(ctx, held, err)
 	}
 	if err := held.Err(); err != nil {
 		return context.Cause(held)
@@ -132,14 +129,47 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.m.q.sess.SessionTimeout())
 	defer cancel()
-	return o.record(rctx, held, st.Cversion, data)
+	return o.record(rctx, held, st.Cversion)
+}
+
+// advance moves the data version of o's path on, under the run's lock
+// before f runs, by writing its data back as it is, conditionally (an
+// operator's write meanwhile is read again, not undone); st is the path's
+// stat, read under the lock. This is what fences Reset's delete: a record
+// written after Reset read the version comes from a run that found no
+// record, so after Reset's read, and advanced the version before writing
+// it.
+func (o *Once) advance(ctx context.Context, st *zk.Stat) error {
+	var data []byte
+	version := st.Version
+	for read := st.DataLength > 0; ; read = true {
+		if read {
+			err := o.do(ctx, func(c *zk.Conn) (err error) {
+				var pst *zk.Stat
+				data, pst, err = c.Get(o.path)
+				if err == nil {
+					version = pst.Version
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		err := o.do(ctx, func(c *zk.Conn) error {
+			_, err := c.Set(o.path, data, version)
+			return err
+		})
+		if !errors.Is(err, zk.ErrBadVersion) {
+			return err
+		}
+	}
 }
 
 // record writes the record of a successful run whose lock's hold context is
 // held, in one transaction with a check that the lock's node still exists:
 // while it does, no other run can have started, so a record is written only
-// for a run that was alone. The transaction writes data, PATH's own, back
-// to PATH, to advance its version (see Reset).
+// for a run that was alone.
 //
 // cversion is that of o's path when the run started, under the lock: while
 // the node exists, only the record's create (or a Reset's delete) changes
@@ -150,9 +180,9 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 // With the node gone and no record, the run is lost (ErrLockLost). It is
 // never sent again blindly, which could bring back a record a Reset
 // deleted.
-func (o *Once) record(ctx context.Context, held context.Context, cversion int32, data []byte) error {
+func (o *Once) record(ctx context.Context, held context.Context, cversion int32) error {
 	hd := held.Value(holdKey{o.m}).(*hold)
-	ops := o.recordOps(hd.node, data)
+	ops := o.recordOps(hd.node)
 	for {
 		err := hd.h.DoOnce(ctx, func(c *zk.Conn) error {
 			_, err := c.Multi(ops...)
@@ -184,8 +214,8 @@ func (o *Once) record(ctx context.Context, held context.Context, cversion int32,
 }
 
 // recordOps returns the transaction that records a run now, under the lock
-// node node, writing pathData back to PATH (see record).
-func (o *Once) recordOps(node string, pathData []byte) []any {
+// node node (see record).
+func (o *Once) recordOps(node string) []any {
 	data := append([]byte(nil), o.who...)
 	if len(data) > 0 {
 		data = append(data, ' ')
@@ -194,7 +224,6 @@ func (o *Once) recordOps(node string, pathData []byte) []any {
 	return []any{
 		&zk.CheckVersionRequest{Path: node, Version: -1},
 		&zk.CreateRequest{Path: o.done, Data: data, Acl: o.m.q.sess.ACL()},
-		&zk.SetDataRequest{Path: o.path, Data: pathData, Version: -1},
 	}
 }
 
@@ -293,7 +322,7 @@ func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
 //
 // Reset deletes only the record it read, never one written after it: its
 // delete is one transaction with a check of PATH's data version, which
-// every record's transaction advances (PATH's data itself is kept). This
+// every run advances before it records (PATH's data itself is kept). This
 // holds for a delete that the network delivers late too, after its session
 // was given up, and after a lost reply: Reset reads the record again (after
 // a sync) and sends its delete again only if the record it aimed at is

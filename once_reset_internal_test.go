@@ -3,6 +3,7 @@ package dsync
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,15 +44,25 @@ func newOnceFixture(t *testing.T, srv *zktest.Server, path string) *onceFixture 
 	return &onceFixture{ctx: ctx, sess: sess, o: NewOnce(sess, path), raw: zktest.Observer(t, srv.Addr())}
 }
 
-// TestOnceResetFenceMoved: PATH's version moves between Reset's read and its
+// TestOncePathVersion: the fence of Reset's delete, PATH's data version,
+// which a run advances before f.
+func TestOncePathVersion(t *testing.T) {
+	t.Parallel()
+	srv := zktest.Start(t)
+	t.Run("ResetFenceMoved", func(t *testing.T) { t.Parallel(); testResetFenceMoved(t, srv) })
+	t.Run("KeepsPathData", func(t *testing.T) { t.Parallel(); testKeepsPathData(t, srv) })
+	t.Run("PathDataNearLimit", func(t *testing.T) { t.Parallel(); testPathDataNearLimit(t, srv) })
+	t.Run("PathNotWritable", func(t *testing.T) { t.Parallel(); testPathNotWritable(t, srv) })
+	t.Run("AdvanceReadsAgain", func(t *testing.T) { t.Parallel(); testAdvanceReadsAgain(t, srv) })
+}
+
+// testResetFenceMoved: PATH's version moves between Reset's read and its
 // delete, whose check then fails. Reset reads again: with PATH's data
 // changed by an operator, the record is the one it aimed at and it deletes
 // it; with a record written since (the one read deleted and a run
 // recorded), it deletes nothing and returns nil, as Reset does when the
 // record it aimed at is gone: it does not send its delete again.
-func TestOnceResetFenceMoved(t *testing.T) {
-	t.Parallel()
-	srv := zktest.Start(t)
+func testResetFenceMoved(t *testing.T, srv *zktest.Server) {
 	for _, tc := range []struct {
 		name   string
 		move   func(t *testing.T, x *onceFixture)
@@ -96,11 +107,10 @@ func TestOnceResetFenceMoved(t *testing.T) {
 	}
 }
 
-// TestOnceRecordKeepsPathData: a record's transaction writes PATH's data
-// back as it was, an operator's included, and advances its version.
-func TestOnceRecordKeepsPathData(t *testing.T) {
-	t.Parallel()
-	x := newOnceFixture(t, zktest.Start(t), "/once-path-data")
+// testKeepsPathData: a run writes PATH's data back as it was, an
+// operator's included, and advances its version.
+func testKeepsPathData(t *testing.T, srv *zktest.Server) {
+	x := newOnceFixture(t, srv, "/once-path-data")
 	if _, err := x.raw.Create(x.o.path, []byte("operator's"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +118,63 @@ func TestOnceRecordKeepsPathData(t *testing.T) {
 		x.do(t, i+1)
 		data, st, err := x.raw.Get(x.o.path)
 		if err != nil || !bytes.Equal(data, []byte("operator's")) || st.Version != i+1 {
-			t.Fatalf("PATH after record %d = %q, version %d, %v; want %q, version %d",
+			t.Fatalf("PATH after run %d = %q, version %d, %v; want %q, version %d",
 				i+1, data, st.Version, err, "operator's", i+1)
 		}
 		if err := x.o.Reset(x.ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// testPathDataNearLimit (round 111): PATH holding data near ZooKeeper's
+// request limit does not make the record too large (a record that cannot
+// be written would let f run at every Do): the run writes PATH's data back
+// on its own, and the record does not carry it.
+func testPathDataNearLimit(t *testing.T, srv *zktest.Server) {
+	x := newOnceFixture(t, srv, "/once-path-big")
+	if _, err := x.raw.Create(x.o.path, make([]byte, 1<<20-1-200), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	x.do(t, 1)
+	x.do(t, 1)
+}
+
+// testPathNotWritable (round 111): without write permission on PATH, Do
+// fails before f runs, every time, with the server's refusal.
+func testPathNotWritable(t *testing.T, srv *zktest.Server) {
+	x := newOnceFixture(t, srv, "/once-path-ro")
+	acl := zk.WorldACL(zk.PermRead | zk.PermCreate | zk.PermDelete)
+	if _, err := x.raw.Create(x.o.path, []byte("x"), 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := x.o.Do(x.ctx, x.f); !errors.Is(err, zk.ErrNoAuth) || x.runs.Load() != 0 {
+			t.Fatalf("Do = %v, f ran %d times; want zk.ErrNoAuth, f not run", err, x.runs.Load())
+		}
+	}
+}
+
+// testAdvanceReadsAgain: PATH written by an operator after the run read its
+// stat: advance's conditional write fails, and it reads PATH again and
+// writes back what the operator wrote, not what it read first.
+func testAdvanceReadsAgain(t *testing.T, srv *zktest.Server) {
+	x := newOnceFixture(t, srv, "/once-path-moved")
+	if _, err := x.raw.Create(x.o.path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, read, err := x.raw.Get(x.o.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.raw.Set(x.o.path, []byte("operator's"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.o.advance(x.ctx, read); err != nil {
+		t.Fatalf("advance = %v", err)
+	}
+	data, st, err := x.raw.Get(x.o.path)
+	if err != nil || string(data) != "operator's" || st.Version != 2 {
+		t.Fatalf("PATH after advance = %q, version %d, %v; want %q, version 2", data, st.Version, err, "operator's")
 	}
 }

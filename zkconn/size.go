@@ -12,10 +12,10 @@ import (
 const maxRequest = 1<<20 - 1
 
 // CheckMulti returns an error wrapping ErrTooLarge if a transaction of ops
-// (*zk.CreateRequest, *zk.CheckVersionRequest, *zk.SetDataRequest) would be
-// larger than ZooKeeper takes in one request, for a caller that must know
-// it fits before it does something else: a send of such a request fails
-// the same way, but only then. It panics on any other op.
+// (*zk.CreateRequest, *zk.CheckVersionRequest) would be larger than
+// ZooKeeper takes in one request, for a caller that must know it fits
+// before it does something else: a send of such a request fails the same
+// way, but only then. It panics on any other op.
 func CheckMulti(ops ...any) error {
 	const (
 		header = 4 + 4     // xid, opcode
@@ -27,8 +27,6 @@ func CheckMulti(ops ...any) error {
 		switch o := o.(type) {
 		case *zk.CheckVersionRequest:
 			n += 4 + len(o.Path) + 4
-		case *zk.SetDataRequest:
-			n += 4 + len(o.Path) + 4 + len(o.Data) + 4
 		case *zk.CreateRequest:
 			n += 4 + len(o.Path) + 4 + len(o.Data) + 4 + 4
 			for _, a := range o.Acl {

@@ -72,7 +72,6 @@ func TestCheckMulti(t *testing.T) {
 		return []any{
 			&zk.CheckVersionRequest{Path: root, Version: -1},
 			&zk.CreateRequest{Path: root + "/n", Data: make([]byte, n), Acl: s.ACL()},
-			&zk.SetDataRequest{Path: root, Data: []byte("root's"), Version: -1},
 		}
 	}
 	n := 0 // the most data CheckMulti lets through: bisected

@@ -42,6 +42,7 @@ type packet struct {
 	end   bool   // close both sides once b is written
 	ping  bool   // b holds a ping reply (see BlackHoleAfterPing)
 	fault *Fault // with end: the fault that ends the connection, struck once it is closed
+	hold  *Fault // a Hold fault that took the frame after b (see startHold)
 }
 
 // finish closes c if pk ends it.

@@ -30,9 +30,9 @@ const heldPing = 100 * time.Millisecond
 // opcode 11.
 var pingFrame = []byte{0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, byte(OpPing)}
 
-// hold takes frame, the request f strikes, off c: c is partitioned from it
-// on, and keep pings the server through c's queue to the target until the
-// request is released and answered.
+// hold takes frame, the request f strikes, off c, which is partitioned
+// from it on; the pipe that read it starts the hold (startHold) once it has
+// queued what came before it.
 func (c *proxyConn) hold(f *Fault, frame []byte) {
 	h := &held{
 		c: c, frame: bytes.Clone(frame), xid: parseRequest(frame).xid,
@@ -40,12 +40,21 @@ func (c *proxyConn) hold(f *Fault, frame []byte) {
 	}
 	c.mu.Lock()
 	c.held = h
-	queue := c.toTarget
 	c.mu.Unlock()
 	c.filter.Store(int32(filterHeld))
 	f.held = h
-	c.p.wg.Add(1)
-	go h.keep(queue)
+}
+
+// startHold starts the hold of f's request, whose predecessors on c were
+// just queued (or not: c is closed) to the target on queue: keep pings the
+// server through queue until the request is released and answered.
+func (c *proxyConn) startHold(f *Fault, queue chan<- packet, open bool) {
+	if open {
+		c.p.wg.Add(1)
+		go f.held.keep(queue)
+	} else {
+		close(f.held.done)
+	}
 	f.strike()
 }
 
@@ -80,8 +89,8 @@ func (h *held) keep(queue chan<- packet) {
 	}
 }
 
-// answers notes frame, read the way dir on c while c holds a request, if
-// it is the reply to that request.
+// answers notes frame, read the way dir on c while c drops it, if it is the
+// reply to the request c holds.
 func (c *proxyConn) answers(frame []byte, kind frameKind, dir direction) {
 	if dir != toClient || kind != messageFrame {
 		return
@@ -94,15 +103,21 @@ func (c *proxyConn) answers(frame []byte, kind frameKind, dir direction) {
 	}
 }
 
-// awaitHeld waits, on the pipe the way dir, until a request c holds has
-// been delivered and answered, or c has ended: keep sends through that
-// pipe's queue.
-func (c *proxyConn) awaitHeld(dir direction) {
+// heldEnds is called by the pipe the way dir on c when its source has
+// ended. If c holds a request, the pipe to the target waits until keep,
+// which sends through its queue, has ended, and the pipe from the target
+// (the server closed the connection: the request can no longer be
+// delivered) ends c, and with it keep.
+func (c *proxyConn) heldEnds(dir direction) {
 	c.mu.Lock()
 	h := c.held
 	c.mu.Unlock()
-	if h != nil && dir == toTarget {
+	switch {
+	case h == nil:
+	case dir == toTarget:
 		<-h.done
+	default:
+		c.close()
 	}
 }
 

@@ -359,7 +359,6 @@ type proxyConn struct {
 	upstream net.Conn
 	closed   bool
 	expected map[int32]*Fault // by xid: Lose, Drop and Pass faults waiting for their reply
-	toTarget chan<- packet    // the queue of the pipe to the target
 	held     *held            // the request a Hold fault took, if any
 }
 
@@ -412,16 +411,11 @@ func (c *proxyConn) close() {
 // passes the end on by closing both sides once the queue is delivered.
 func (c *proxyConn) pipe(dst, src net.Conn, dir direction) {
 	queue := make(chan packet, queueLen)
-	if dir == toTarget {
-		c.mu.Lock()
-		c.toTarget = queue
-		c.mu.Unlock()
-	}
 	var wg sync.WaitGroup
 	wg.Go(func() { c.deliver(dst, dir, queue) })
 	defer wg.Wait()
 	defer close(queue)
-	defer c.awaitHeld(dir)
+	defer c.heldEnds(dir)
 
 	var fr framer
 	buf := make([]byte, 32<<10)
@@ -438,7 +432,11 @@ func (c *proxyConn) pipe(dst, src net.Conn, dir direction) {
 					c.answers(frame, kind, dir)
 				}
 			})
-			if !c.send(queue, pk) || pk.end {
+			open := c.send(queue, pk)
+			if pk.hold != nil {
+				c.startHold(pk.hold, queue, open)
+			}
+			if !open || pk.end {
 				return
 			}
 		}
@@ -472,6 +470,7 @@ func (c *proxyConn) pass(pk *packet, frame []byte, kind frameKind, dir direction
 		f.strike()
 	case f.action == Hold: // a request
 		c.hold(f, frame)
+		pk.hold = f
 	case f.action == Drop: // a reply
 		f.strike()
 	case f.action == Pass: // a reply
