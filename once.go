@@ -22,16 +22,21 @@ import (
 //
 // Before f runs, a run advances the data version of PATH itself (it writes
 // PATH's data back as it is, so a run needs write permission on PATH, and
-// fails before f without it): Reset's delete checks that version, so that
-// a delete cannot remove a record written after it was sent.
+// fails before f without it). Reset's delete checks that version, and
+// advances it too, so that a delete cannot remove a record written after
+// it read the one it aims at (see Reset).
 //
 // A run can lose its lock as a Mutex hold can; its function learns it from
 // its context. A success is recorded only while the run's lock node still
 // exists, which proves that no other run has started: a run whose node is
 // gone (its session lost, or the node deleted) before its success could be
 // recorded is not recorded (Do returns an error wrapping ErrLockLost), and
-// another caller runs the function again. Make the function safe to run
-// again after an interrupted run, as a migration must be anyway.
+// another caller runs the function again. If the record's request was sent
+// and the lock counted as lost before its reply came, the error wraps
+// ErrOutcomeUnknown too: the record may still be written (while the server
+// keeps the run's session, its node stays), and then no caller runs the
+// function again. Make the function safe to run again after an
+// interrupted run, as a migration must be anyway.
 //
 // A Once must be made with NewOnce and must not be copied after first use.
 type Once struct {
@@ -135,10 +140,8 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 // advance moves the data version of o's path on, under the run's lock
 // before f runs, by writing its data back as it is, conditionally (an
 // operator's write meanwhile is read again, not undone); st is the path's
-// stat, read under the lock. This is what fences Reset's delete: a record
-// written after Reset read the version comes from a run that found no
-// record, so after Reset's read, and advanced the version before writing
-// it.
+// stat, read under the lock. With Reset's delete, which advances it too,
+// this fences Reset's delete (see Reset).
 func (o *Once) advance(ctx context.Context, st *zk.Stat) error {
 	var data []byte
 	version := st.Version
@@ -320,23 +323,28 @@ func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
 // Reset waits while the connection to ZooKeeper is down, and goes on on the
 // next session if the session is lost meanwhile, until ctx ends.
 //
-// Reset deletes only the record it read, never one written after it: its
-// delete is one transaction with a check of PATH's data version, which
-// every run advances before it records (PATH's data itself is kept). This
-// holds for a delete that the network delivers late too, after its session
-// was given up, and after a lost reply: Reset reads the record again (after
-// a sync) and sends its delete again only if the record it aimed at is
-// still there. One case remains: ZooKeeper removes PATH when it finds it
-// empty (it looks once a minute by default), and a PATH made again counts
-// its versions from 0, so a delete held in the network across that, until
-// as many records were written to the new PATH as to the old, would pass
-// its check. If ctx ends with the delete's outcome unknown, the error wraps
-// ErrOutcomeUnknown and ctx.Err().
+// Reset deletes only the record it read, never one written after it. Its
+// delete is one transaction with a write of PATH's data, as it is, at the
+// data version Reset read: the transaction fails if that version moved,
+// and moves it. A run moves it too, before f. So a record written after
+// Reset's read, which came after the record read was deleted (by a Reset,
+// or by hand and then by a run), finds the version moved. Only a record
+// made by hand after one deleted by hand is not told from it. This holds
+// for a delete that the network delivers late too, after its session was
+// given up, and after a lost reply: Reset reads the record again (after a
+// sync) and sends its delete again only if the record it aimed at is still
+// there. One case remains: ZooKeeper removes PATH when it finds it empty
+// (it looks once a minute by default), and a PATH made again counts its
+// versions from 0, so a delete held in the network across that, until
+// PATH's version came back to the one read, would pass its check. Reset,
+// like a run, needs write permission on PATH. If ctx ends with the
+// delete's outcome unknown, the error wraps ErrOutcomeUnknown and
+// ctx.Err().
 func (o *Once) Reset(ctx context.Context) error {
 	var aimed int64  // czxid of the record a delete was sent for
 	unknown := false // that delete may have been applied
 	for {
-		st, fence, err := o.resetRead(ctx)
+		st, fence, data, err := o.resetRead(ctx)
 		switch {
 		case err != nil && unknown:
 			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, withPath(o.done, err))
@@ -352,7 +360,7 @@ func (o *Once) Reset(ctx context.Context) error {
 		h, err := o.m.q.sess.Current(ctx)
 		if err == nil {
 			err = h.DoOnce(ctx, func(c *zk.Conn) error {
-				if _, err := c.Multi(o.resetOps(fence)...); !errors.Is(err, zk.ErrNoNode) {
+				if _, err := c.Multi(o.resetOps(fence, data)...); !errors.Is(err, zk.ErrNoNode) {
 					return err
 				}
 				return nil
@@ -372,17 +380,23 @@ func (o *Once) Reset(ctx context.Context) error {
 }
 
 // resetRead returns, after a sync, the record's stat (nil if there is none)
-// and PATH's data version read before it. A delete checked against that
-// version (resetOps) deletes that record, or nothing: any record written
-// since the version was read has advanced it.
-func (o *Once) resetRead(ctx context.Context) (st *zk.Stat, fence int32, err error) {
+// and PATH's data and data version, read before it. A delete fenced by that
+// version (resetOps) deletes that record, or nothing (see Reset).
+func (o *Once) resetRead(ctx context.Context) (st *zk.Stat, fence int32, data []byte, err error) {
 	err = o.read(ctx, func(c *zk.Conn) error {
 		st = nil
 		if err := zkconn.CatchUp(c, o.path); err != nil {
 			return err
 		}
-		there, pst, err := c.Exists(o.path)
-		if err != nil || !there {
+		var (
+			pst *zk.Stat
+			err error
+		)
+		data, pst, err = c.Get(o.path)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil // no record either
+		}
+		if err != nil {
 			return err
 		}
 		fence = pst.Version
@@ -392,14 +406,15 @@ func (o *Once) resetRead(ctx context.Context) (st *zk.Stat, fence int32, err err
 		}
 		return err
 	})
-	return st, fence, err
+	return st, fence, data, err
 }
 
 // resetOps returns Reset's transaction: delete the record if PATH's data
-// version is still fence.
-func (o *Once) resetOps(fence int32) []any {
+// version is still fence, and move that version on, writing back PATH's
+// data.
+func (o *Once) resetOps(fence int32, data []byte) []any {
 	return []any{
-		&zk.CheckVersionRequest{Path: o.path, Version: fence},
+		&zk.SetDataRequest{Path: o.path, Data: data, Version: fence},
 		&zk.DeleteRequest{Path: o.done, Version: -1},
 	}
 }

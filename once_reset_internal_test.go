@@ -107,23 +107,28 @@ func testResetFenceMoved(t *testing.T, srv *zktest.Server) {
 	}
 }
 
-// testKeepsPathData: a run writes PATH's data back as it was, an
-// operator's included, and advances its version.
+// testKeepsPathData: a run and a Reset write PATH's data back as it was,
+// an operator's included, and each advances its version.
 func testKeepsPathData(t *testing.T, srv *zktest.Server) {
 	x := newOnceFixture(t, srv, "/once-path-data")
 	if _, err := x.raw.Create(x.o.path, []byte("operator's"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
+	want := func(after string, version int32) {
+		t.Helper()
+		data, st, err := x.raw.Get(x.o.path)
+		if err != nil || !bytes.Equal(data, []byte("operator's")) || st.Version != version {
+			t.Fatalf("PATH after %s = %q, version %d, %v; want %q, version %d",
+				after, data, st.Version, err, "operator's", version)
+		}
+	}
 	for i := range int32(2) {
 		x.do(t, i+1)
-		data, st, err := x.raw.Get(x.o.path)
-		if err != nil || !bytes.Equal(data, []byte("operator's")) || st.Version != i+1 {
-			t.Fatalf("PATH after run %d = %q, version %d, %v; want %q, version %d",
-				i+1, data, st.Version, err, "operator's", i+1)
-		}
+		want("a run", 2*i+1)
 		if err := x.o.Reset(x.ctx); err != nil {
 			t.Fatal(err)
 		}
+		want("a Reset", 2*i+2)
 	}
 }
 

@@ -194,7 +194,11 @@
 // If the lock is lost before CMD's process group is gone (-lost term, which
 // terminates CMD), or before the success is recorded, nothing is recorded
 // and dsync exits 3 (-exit-lost): make CMD safe to run again after an
-// interrupted run. "dsync once -status PATH" prints "done RECORD" or "not
+// interrupted run. (If it is lost while the record's request is under way,
+// dsync also exits 3, and says the record may or may not be written.) A
+// run needs write permission on PATH: it advances PATH's version before
+// CMD starts, which is what keeps "dsync once -reset" from deleting a
+// record written after the one it read. "dsync once -status PATH" prints "done RECORD" or "not
 // done"; "dsync once -reset PATH" deletes the record, so that CMD runs again
 // (a run under way is not stopped, and records its success as usual).
 //

@@ -168,7 +168,9 @@ status, and the next one in line runs CMD. CMD runs as with "dsync lock"
 If the lock is lost before CMD's process group is gone (-lost term: CMD is
 terminated as "dsync lock" does), or before the success is recorded,
 nothing is recorded and dsync exits 3: the next "dsync once" runs CMD
-again. Make CMD safe to run again after an interrupted run.
+again. Make CMD safe to run again after an interrupted run. (If it is lost
+while the record's request is under way, dsync also exits 3, and says the
+record may or may not be written.) A run needs write permission on PATH.
 
 -status prints "done RECORD" or "not done". -reset deletes the record, so
 that the next "dsync once" runs CMD again; a run under way is not stopped.

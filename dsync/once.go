@@ -102,6 +102,10 @@ func runStatus(s *settings, err error, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &ran):
 		return ran.status // child.run has said why, if CMD did not
+	case errors.Is(err, dsync.ErrLockLost) && errors.Is(err, dsync.ErrOutcomeUnknown):
+		fmt.Fprintf(stderr, "dsync: %s: the run's lock was lost while its success was being recorded: "+
+			"the record may or may not be written (-status tells): %v\n", s.path, err)
+		return s.exitLost
 	case errors.Is(err, dsync.ErrLockLost):
 		fmt.Fprintf(stderr, "dsync: %s: the run's lock was lost before its success was recorded: not recorded: %v\n", s.path, err)
 		return s.exitLost

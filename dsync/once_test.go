@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dsync-go/dsync/zkconn/zktest"
 )
 
 // onceAll starts n "dsync once" at once on path, each running sh -c script
@@ -162,5 +165,38 @@ func TestOnceLostRunNotRecordedWhateverExitLost(t *testing.T) {
 	}
 	if status := onceStatus(t, path); status != "not done" {
 		t.Fatalf("dsync once -status = %q after a run ended for a loss; want not done", status)
+	}
+}
+
+// TestOnceRecordHeld: the record's transaction of a run whose CMD
+// succeeded is held in the network while the run's session is given up
+// (zktest's Hold): dsync exits 3 and says the record may or may not be
+// written, not that nothing was recorded. Delivered late, for the session
+// the server still keeps, the record is written, and the next "dsync once"
+// does not run CMD.
+func TestOnceRecordHeld(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	proxy := zktest.NewProxy(t, shared.Addr())
+	f := proxy.Strike(zktest.Match{Op: zktest.OpMulti, Path: path + "/done"}, zktest.Hold)
+	defer f.Disarm()
+	d := start(t, "once", "-zk", proxy.Addr(), "-session-timeout", "2s", path, "--", "sh", "-c", "echo ran")
+	select {
+	case <-f.Struck():
+	case <-time.After(time.Minute):
+		t.Fatal("the record was not struck")
+	}
+	proxy.BlackHole() // the run's session is given up; the held connection keeps it at the server
+	if code := d.wait(t, time.Minute); code != exitLost || !strings.Contains(d.stderr.String(), "may or may not be written") {
+		t.Fatalf("dsync once exited %d; want %d, and the record may or may not be written; stderr:\n%s", code, exitLost, &d.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := f.Release(ctx); err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	code, stdout, stderr := dsyncRun(t, "once", "-zk", shared.Addr(), path, "--", "sh", "-c", "echo ran")
+	if code != 0 || strings.Contains(stdout, "ran") {
+		t.Errorf("the next dsync once exited %d, stdout %q; want 0, CMD not run (recorded late); stderr:\n%s", code, stdout, stderr)
 	}
 }

@@ -129,7 +129,8 @@ func (c *proxyConn) heldEnds(dir direction) {
 // time; the reply does not reach the client. Release fails if f is not a
 // Hold fault that has struck (call it after Struck), if the connection
 // ended first (Cut, Close, or the server's closing it: the request is then
-// never applied), or when ctx ends. It may be called more than once.
+// not applied, unless it was on its way already), or when ctx ends. It may
+// be called more than once.
 func (f *Fault) Release(ctx context.Context) error {
 	select {
 	case <-f.struck:
