@@ -251,6 +251,24 @@ func TestOnceReadsAcrossSessionLoss(t *testing.T) {
 	}
 }
 
+// resetHeld runs a Reset at path whose delete is held in the network while
+// its session is given up (zktest's Hold), and which goes on on the next
+// session; it returns the held delete once Reset has returned nil.
+func resetHeld(t *testing.T, ctx context.Context, path string) *zktest.Fault {
+	t.Helper()
+	p, s := r89Short(t)
+	held := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/done"}, zktest.Hold)
+	t.Cleanup(held.Disarm)
+	res := make(chan error, 1)
+	go func() { res <- dsync.NewOnce(s, path).Reset(ctx) }()
+	r38Struck(t, held, res)
+	hsLose(t, p, s) // the held connection keeps the session at the server
+	if err := reviewRecv(t, "Reset", res); err != nil {
+		t.Fatalf("Reset = %v; want it done on the next session", err)
+	}
+	return held
+}
+
 // TestOnceResetLateDelete: Reset's delete is held in the network while its
 // session is given up; Reset goes on on the next session and deletes the
 // record, and a later run records its success. The held delete then
@@ -265,20 +283,7 @@ func TestOnceResetLateDelete(t *testing.T) {
 	if err := other.Do(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	p, s := r89Short(t)
-	sub := s.Subscribe()
-	defer sub.Stop()
-	held := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/done"}, zktest.Hold)
-	defer held.Disarm()
-	res := make(chan error, 1)
-	go func() { res <- dsync.NewOnce(s, path).Reset(ctx) }()
-	r38Struck(t, held, res)
-	p.BlackHole() // the session is given up; the held connection keeps it at the server
-	awaitState(t, sub, zkconn.StateLost)
-	p.Heal()
-	if err := reviewRecv(t, "Reset", res); err != nil {
-		t.Fatalf("Reset = %v; want it done on the next session", err)
-	}
+	held := resetHeld(t, ctx, path)
 	if err := other.Do(ctx, f); err != nil || runs.Load() != 2 {
 		t.Fatalf("Do after Reset = %v, f ran %d times; want nil, twice", err, runs.Load())
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/dsync-go/dsync"
-	"github.com/dsync-go/dsync/zkconn"
 	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
 )
@@ -38,20 +37,7 @@ func TestReviewR112LateDeleteOperatorRecord(t *testing.T) {
 	if _, err := obs.Create(path+"/done", []byte("by hand"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	p, s := r89Short(t)
-	sub := s.Subscribe()
-	defer sub.Stop()
-	held := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/done"}, zktest.Hold)
-	defer held.Disarm()
-	res := make(chan error, 1)
-	go func() { res <- dsync.NewOnce(s, path).Reset(ctx) }()
-	r38Struck(t, held, res)
-	p.BlackHole()
-	awaitState(t, sub, zkconn.StateLost)
-	p.Heal()
-	if err := reviewRecv(t, "Reset", res); err != nil {
-		t.Fatalf("Reset = %v", err)
-	}
+	held := resetHeld(t, ctx, path)
 	if ok, _, _ := obs.Exists(path + "/done"); ok {
 		t.Fatal("the operator's record is still there after Reset")
 	}
@@ -85,16 +71,12 @@ func TestReviewR112HeldRecordLateWrite(t *testing.T) {
 	t.Parallel()
 	ctx, path, obs := r45Start(t)
 	p, s := r89Short(t)
-	sub := s.Subscribe()
-	defer sub.Stop()
 	held := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: path + "/done"}, zktest.Hold)
 	defer held.Disarm()
 	res := make(chan error, 1)
 	go func() { res <- dsync.NewOnce(s, path).Do(ctx, func(context.Context) error { return nil }) }()
 	r38Struck(t, held, res)
-	p.BlackHole()
-	awaitState(t, sub, zkconn.StateLost)
-	p.Heal()
+	hsLose(t, p, s) // the held connection keeps the session at the server
 	err := reviewRecv(t, "Do", res)
 	t.Logf("Do = %v (ErrLockLost: %v)", err, errors.Is(err, dsync.ErrLockLost))
 	if err := held.Release(ctx); err != nil {

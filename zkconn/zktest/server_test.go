@@ -251,109 +251,75 @@ func TestWatches(t *testing.T) {
 	}
 }
 
-// TestServerRestartWaitsForItsPort: a Restart whose port is held when the
-// JVM binds (another socket on it) tries again while the port stays the
-// same, and serves once the port is let go.
-func TestServerRestartWaitsForItsPort(t *testing.T) {
+// TestServerRestartPastHeldPort: a Restart whose port is held when the JVM
+// binds tries again while the port stays the same, and serves once the
+// port is let go; it does not take what holds the port for its server,
+// even when that answers ruok, srvr and conf as a server would (another
+// process's, from another data directory): it waits until its JVM serves
+// from its own directory.
+func TestServerRestartPastHeldPort(t *testing.T) {
 	s := zktest.Start(t)
-	ctx := testContext(t, time.Minute)
-	if err := s.Stop(); err != nil {
-		t.Fatalf("Stop() error: %v", err)
-	}
-	before := len(s.Log())
-	ln, err := net.Listen("tcp", s.Addr())
-	if err != nil {
-		t.Fatalf("holding the port: %v", err)
-	}
-	defer ln.Close()
-	restarted := make(chan error, 1)
-	go func() { restarted <- s.Restart() }()
-	// Let go once a JVM has failed to bind (its log says so).
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(s.Log()[before:], "Address already in use") {
-		select {
-		case err := <-restarted:
-			t.Fatalf("Restart() = %v before a JVM found its port held", err)
-		case <-ctx.Done():
-			t.Fatal("no JVM found its port held")
-		case <-tick.C:
-		}
-	}
-	ln.Close()
-	select {
-	case err := <-restarted:
-		if err != nil {
-			t.Fatalf("Restart() = %v; want it served once the port was free", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("Restart() did not return")
-	}
-	if reply, err := s.Command(ctx, "ruok"); err != nil || reply != "imok" {
-		t.Fatalf(`Command("ruok") = %q, %v; want "imok"`, reply, err)
-	}
-}
-
-// TestServerRestartRefusesAnotherServer: while another process's server
-// holds the port (here a listener that answers ruok, srvr and conf as one
-// would, from another data directory), Restart does not take it for its
-// own: it waits until its JVM serves from its own directory.
-func TestServerRestartRefusesAnotherServer(t *testing.T) {
-	s := zktest.Start(t)
-	ctx := testContext(t, time.Minute)
-	if err := s.Stop(); err != nil {
-		t.Fatalf("Stop() error: %v", err)
-	}
-	before := len(s.Log())
-	ln, err := net.Listen("tcp", s.Addr())
-	if err != nil {
-		t.Fatalf("holding the port: %v", err)
-	}
-	defer ln.Close()
-	answers := map[string]string{
-		"ruok": "imok",
-		"srvr": "Zookeeper version: 3.8.0\nMode: standalone\n",
-		"conf": "clientPort=1\ndataDir=/elsewhere/data/version-2\n",
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		for {
-			c, err := ln.Accept()
+	for _, answers := range []map[string]string{
+		nil, // a socket that answers nothing
+		{
+			"ruok": "imok",
+			"srvr": "Zookeeper version: 3.8.0\nMode: standalone\n",
+			"conf": "clientPort=1\ndataDir=/elsewhere/data/version-2\n",
+		},
+	} {
+		t.Run(map[bool]string{true: "Silent", false: "AnotherServer"}[answers == nil], func(t *testing.T) {
+			ctx := testContext(t, time.Minute)
+			if err := s.Stop(); err != nil {
+				t.Fatalf("Stop() error: %v", err)
+			}
+			before := len(s.Log())
+			ln, err := net.Listen("tcp", s.Addr())
 			if err != nil {
-				return
+				t.Fatalf("holding the port: %v", err)
 			}
-			word := make([]byte, 4)
-			if _, err := io.ReadFull(c, word); err == nil {
-				io.WriteString(c, answers[string(word)])
+			defer ln.Close()
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					word := make([]byte, 4)
+					if _, err := io.ReadFull(c, word); err == nil {
+						io.WriteString(c, answers[string(word)])
+					}
+					c.Close()
+				}
+			}()
+			restarted := make(chan error, 1)
+			go func() { restarted <- s.Restart() }()
+			// Let go once a JVM has failed to bind (its log says so).
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for !strings.Contains(s.Log()[before:], "Address already in use") {
+				select {
+				case err := <-restarted:
+					t.Fatalf("Restart() = %v while its port was held", err)
+				case <-ctx.Done():
+					t.Fatal("no JVM found its port held")
+				case <-tick.C:
+				}
 			}
-			c.Close()
-		}
-	}()
-	restarted := make(chan error, 1)
-	go func() { restarted <- s.Restart() }()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(s.Log()[before:], "Address already in use") {
-		select {
-		case err := <-restarted:
-			t.Fatalf("Restart() = %v while another server held its port", err)
-		case <-ctx.Done():
-			t.Fatal("no JVM found its port held")
-		case <-tick.C:
-		}
-	}
-	ln.Close()
-	<-served
-	select {
-	case err := <-restarted:
-		if err != nil {
-			t.Fatalf("Restart() = %v; want it served once the port was free", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("Restart() did not return")
-	}
-	if reply, err := s.Command(ctx, "conf"); err != nil || strings.Contains(reply, "/elsewhere/") {
-		t.Fatalf(`Command("conf") = %q, %v; want the restarted server's`, reply, err)
+			ln.Close()
+			<-served
+			select {
+			case err := <-restarted:
+				if err != nil {
+					t.Fatalf("Restart() = %v; want it served once the port was free", err)
+				}
+			case <-ctx.Done():
+				t.Fatal("Restart() did not return")
+			}
+			if reply, err := s.Command(ctx, "conf"); err != nil || strings.Contains(reply, "/elsewhere/") {
+				t.Fatalf(`Command("conf") = %q, %v; want the restarted server's`, reply, err)
+			}
+		})
 	}
 }
