@@ -490,8 +490,14 @@ func (w *watchedRead[T]) forget(watch <-chan zk.Event) {
 // error wraps ErrOutcomeUnknown). It returns an error wrapping
 // zk.ErrNodeExists if the node exists, also when with h.Do a create of ours
 // was applied but its reply lost.
-func (v *Value[T]) create(ctx context.Context, h zkconn.Handle, data []byte, send func(context.Context, func(*zk.Conn) error) error) error {
+func (v *Value[T]) create(ctx context.Context, h zkconn.Handle, data []byte, send func(context.Context, func(*zk.Conn) error) error) (err error) {
 	acl := h.Session().ACL()
+	parents := false // CreateParents was called
+	defer func() {
+		if parents && err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			h.DeleteIfEmpty(path.Dir(v.path))
+		}
+	}()
 	for {
 		err := send(ctx, func(c *zk.Conn) error {
 			_, err := c.Create(v.path, data, 0, acl)
@@ -500,6 +506,7 @@ func (v *Value[T]) create(ctx context.Context, h zkconn.Handle, data []byte, sen
 		if !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
+		parents = true
 		if err := h.CreateParents(ctx, path.Dir(v.path)); err != nil {
 			return err
 		}

@@ -274,6 +274,22 @@ func (h Handle) forgetProtected(parent, prefix string) <-chan struct{} {
 	return ch
 }
 
+// DeleteIfEmpty deletes the node at path, if it has no children, in the
+// background as Delete does: for a parent that CreateParents made for a node
+// that was then not created (see there). A node with children, or none, is
+// left as it is; a delete made meanwhile by someone about to create a child
+// there makes that create fail with zk.ErrNoNode, which CreateParents then
+// mends. It gives up when h's session is lost: the parent then stays.
+// settled closes when the delete is settled.
+func (h Handle) DeleteIfEmpty(path string) (settled <-chan struct{}) {
+	return h.guarantee("delete "+path+" if empty", nil, func(c *zk.Conn) error {
+		if err := c.Delete(path, -1); !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
+			return err
+		}
+		return nil
+	})
+}
+
 // guarantee runs op until it settles (see Delete) on a goroutine the
 // Session owns, then calls after (if not nil).
 func (h Handle) guarantee(what string, after func(), op func(*zk.Conn) error) <-chan struct{} {

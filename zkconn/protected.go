@@ -211,13 +211,19 @@ func kinUUID(kin string) string {
 // createProtected creates the node of CreateProtected, named with uuid; if
 // check is not empty, only while the node at check exists (see
 // CreateProtectedWhile).
-func (h Handle) createProtected(ctx context.Context, parent, name string, data []byte, uuid, check string) (string, error) {
+func (h Handle) createProtected(ctx context.Context, parent, name string, data []byte, uuid, check string) (_ string, err error) {
 	if name == "" || strings.ContainsRune(name, '/') {
 		return "", fmt.Errorf("%w: node name %q must be non-empty and free of /", ErrBadPath, name)
 	}
 	if err := ValidatePath(parent + "/" + name); err != nil { // and so parent too
 		return "", err
 	}
+	parents := false // CreateParents was called for parent
+	defer func() {
+		if parents && err != nil {
+			h.DeleteIfEmpty(parent)
+		}
+	}()
 	prefix := ProtectedPrefix + uuid + "-"
 	full := protectedPath(parent, name, uuid)
 	for {
@@ -249,6 +255,7 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 			}
 			return p, nil
 		case errors.Is(err, zk.ErrNoNode):
+			parents = true
 			if err := h.CreateParents(ctx, parent); err != nil {
 				return "", err
 			}
@@ -372,7 +379,10 @@ func (h Handle) recoverProtected(ctx context.Context, parent, prefix string) (st
 // nodes (the server removes them once they have had children and are empty
 // again). A node already there is fine, whatever its kind. It is safe to
 // repeat; it returns ctx.Err(), or an error wrapping ErrSessionLost,
-// ErrClosed or go-zookeeper's error.
+// ErrClosed or go-zookeeper's error. A caller whose node under p is then
+// not created (it fails, or gives up) calls DeleteIfEmpty(p): a container
+// that never had a child stays, the server removes only those that had
+// one (unless it is configured with znode.container.maxNeverUsedIntervalMs).
 func (h Handle) CreateParents(ctx context.Context, p string) error {
 	if p == "/" {
 		return nil

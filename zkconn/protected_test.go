@@ -176,3 +176,31 @@ func TestRecoveryCatchesUpFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteIfEmpty: DeleteIfEmpty deletes a node without children, leaves
+// one with a child, and settles at once on one that is not there.
+func TestDeleteIfEmpty(t *testing.T) {
+	s := dial(t, []string{shared.Addr()})
+	h := current(t, s)
+	obs := zktest.Observer(t, shared.Addr())
+	root := testRoot(t)
+	plainRoot(t, obs, root, nil)
+	for _, p := range []string{root + "/empty", root + "/full", root + "/full/child"} {
+		if _, err := obs.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		path  string
+		there bool
+	}{{root + "/empty", false}, {root + "/full", true}, {root + "/none", false}} {
+		select {
+		case <-h.DeleteIfEmpty(tc.path):
+		case <-time.After(30 * time.Second):
+			t.Fatalf("DeleteIfEmpty(%s) not settled within 30s", tc.path)
+		}
+		if there, _, err := obs.Exists(tc.path); err != nil || there != tc.there {
+			t.Errorf("%s there after DeleteIfEmpty = %v, %v; want %v", tc.path, there, err, tc.there)
+		}
+	}
+}
