@@ -2,6 +2,7 @@ package zktest_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,32 @@ func (r *faultRig) awaitGone(t *testing.T, path string) {
 	}
 }
 
+// A witness is a session through a proxy of its own, with three times the
+// timeout of the rig's client and an ephemeral node: partitioned at a
+// strike, the server expires it only after it would have expired a session
+// of the rig's client last heard before that strike.
+type witness struct {
+	p    *zktest.Proxy
+	node string
+}
+
+func newWitness(t *testing.T, r *faultRig, s *zktest.Server, timeout time.Duration) *witness {
+	t.Helper()
+	w := &witness{p: zktest.NewProxy(t, s.Addr()), node: "/witness-" + strings.ReplaceAll(t.Name(), "/", "_")}
+	c := connect(t, []string{w.p.Addr()}, 3*timeout)
+	c.waitState(r.ctx, t, zk.StateHasSession)
+	if _, err := c.Create(w.node, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.p.Heal) // before the client closes
+	return w
+}
+
+// partition cuts the witness off; expired waits until the server expired
+// it.
+func (w *witness) partition()                        { w.p.BlackHole() }
+func (w *witness) expired(t *testing.T, r *faultRig) { t.Helper(); r.awaitGone(t, w.node) }
+
 // TestStrikeHold: a request struck by Hold is not applied, and its client
 // gives the connection up as in a black hole; the proxy keeps the session
 // alive at the server past its timeout, and Release delivers the request
@@ -37,17 +64,9 @@ func (r *faultRig) awaitGone(t *testing.T, path string) {
 func TestStrikeHold(t *testing.T) {
 	s := zktest.Start(t)
 	r := newFaultRig(t, s, 2*time.Second)
-	// A witness session, partitioned after the strike with three times the
-	// timeout: when the server expires it, it would have expired the held
-	// session too (whose last request came before the strike), were that
-	// one not kept alive.
-	p2 := zktest.NewProxy(t, s.Addr())
-	witness := connect(t, []string{p2.Addr()}, 6*time.Second)
-	witness.waitState(r.ctx, t, zk.StateHasSession)
-	for c, path := range map[*client]string{r.c: "/held-session", witness: "/witness"} {
-		if _, err := c.Create(path, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
+	w := newWitness(t, r, s, 2*time.Second)
+	if _, err := r.c.Create("/held-session", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
 	}
 	if err := create(r.observer, "/held"); err != nil {
 		t.Fatal(err)
@@ -56,11 +75,11 @@ func TestStrikeHold(t *testing.T) {
 	f := r.p.Strike(zktest.Match{Op: zktest.OpDelete, Path: "/held"}, zktest.Hold)
 	done := async(func() error { return r.c.Delete("/held", -1) })
 	r.waitStruck(t, f)
-	p2.BlackHole()
+	w.partition()
 	// The client cannot come back on a new connection. Heal before the
-	// clients close.
+	// client closes.
 	r.p.BlackHole()
-	t.Cleanup(func() { r.p.Heal(); p2.Heal() })
+	t.Cleanup(r.p.Heal)
 	if !r.exists(t, "/held") {
 		t.Error("/held is gone; want a request struck by Hold not applied before Release")
 	}
@@ -68,7 +87,7 @@ func TestStrikeHold(t *testing.T) {
 		t.Errorf("Requests() grew by %d over a held delete; want 0", n)
 	}
 	r.failsClosed(t, done, "Delete(/held) held")
-	r.awaitGone(t, "/witness")
+	w.expired(t, r)
 	if !r.exists(t, "/held-session") {
 		t.Fatal("the held session expired; want it kept alive at the server until Release")
 	}

@@ -57,6 +57,7 @@ func TestReviewR112HoldReleaseRacesCut(t *testing.T) {
 func TestReviewR112HoldWithDelay(t *testing.T) {
 	s := zktest.Start(t)
 	r := newFaultRig(t, s, 2*time.Second)
+	w := newWitness(t, r, s, 2*time.Second)
 	r.p.SetDelay(250 * time.Millisecond)
 	if _, err := r.c.Create("/r112-delay-eph", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
@@ -64,9 +65,10 @@ func TestReviewR112HoldWithDelay(t *testing.T) {
 	f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/r112-delayed"}, zktest.Hold)
 	done := async(func() error { return create(r.c, "/r112-delayed") })
 	r.waitStruck(t, f)
+	w.partition()
 	r.p.BlackHole()
 	r.failsClosed(t, done, "create held")
-	time.Sleep(5 * time.Second) // past the session timeout (not aiming: only waiting it out)
+	w.expired(t, r)
 	if !r.exists(t, "/r112-delay-eph") {
 		t.Fatal("the held session expired under a delay")
 	}
