@@ -274,19 +274,27 @@ func (h Handle) forgetProtected(parent, prefix string) <-chan struct{} {
 	return ch
 }
 
-// DeleteIfEmpty deletes the node at path, if it has no children, in the
-// background as Delete does: for a parent that CreateParents made for a node
-// that was then not created (see there). A node with children, or none, is
-// left as it is; a delete made meanwhile by someone about to create a child
-// there makes that create fail with zk.ErrNoNode, which CreateParents then
-// mends. It gives up when h's session is lost: the parent then stays.
-// settled closes when the delete is settled.
-func (h Handle) DeleteIfEmpty(path string) (settled <-chan struct{}) {
-	return h.guarantee("delete "+path+" if empty", nil, func(c *zk.Conn) error {
-		if err := c.Delete(path, -1); !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
+// DeleteUnused deletes the node at path in the background, as Delete does,
+// if it has never been used: it has never had a child and holds no data
+// that was ever written (cversion 0, no data, data version 0). Such a node
+// is what CreateParents leaves when its caller's node was then not created
+// (see there): a container that the server never removes. Any other node,
+// whoever made it, is left as it is (the delete is conditional on the data
+// version read); one made meanwhile by someone about to create a child
+// there is deleted, and that create fails with zk.ErrNoNode, which
+// CreateParents mends. It gives up when h's session is lost: the node then
+// stays. settled closes when the delete is settled.
+func (h Handle) DeleteUnused(path string) (settled <-chan struct{}) {
+	return h.guarantee("delete unused "+path, nil, func(c *zk.Conn) error {
+		there, st, err := c.Exists(path)
+		if err != nil || !there || st.Cversion != 0 || st.DataLength != 0 || st.Version != 0 {
 			return err
 		}
-		return nil
+		err = c.Delete(path, st.Version)
+		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrBadVersion) {
+			return nil
+		}
+		return err
 	})
 }
 

@@ -177,30 +177,42 @@ func TestRecoveryCatchesUpFirst(t *testing.T) {
 	}
 }
 
-// TestDeleteIfEmpty: DeleteIfEmpty deletes a node without children, leaves
-// one with a child, and settles at once on one that is not there.
-func TestDeleteIfEmpty(t *testing.T) {
+// TestDeleteUnused: DeleteUnused deletes a node that never had a child nor
+// data, and leaves one that has a child, had one, holds data or was
+// written; it settles at once on one that is not there.
+func TestDeleteUnused(t *testing.T) {
 	s := dial(t, []string{shared.Addr()})
 	h := current(t, s)
 	obs := zktest.Observer(t, shared.Addr())
 	root := testRoot(t)
 	plainRoot(t, obs, root, nil)
-	for _, p := range []string{root + "/empty", root + "/full", root + "/full/child"} {
-		if _, err := obs.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	mk := func(p string, data []byte) {
+		if _, err := obs.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for _, p := range []string{"unused", "child", "child/c", "had", "had/c", "written"} {
+		mk(root+"/"+p, nil)
+	}
+	mk(root+"/data", []byte("x"))
+	if err := obs.Delete(root+"/had/c", -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Set(root+"/written", nil, -1); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		path  string
+		name  string
 		there bool
-	}{{root + "/empty", false}, {root + "/full", true}, {root + "/none", false}} {
+	}{{"unused", false}, {"child", true}, {"had", true}, {"data", true}, {"written", true}, {"none", false}} {
+		p := root + "/" + tc.name
 		select {
-		case <-h.DeleteIfEmpty(tc.path):
+		case <-h.DeleteUnused(p):
 		case <-time.After(30 * time.Second):
-			t.Fatalf("DeleteIfEmpty(%s) not settled within 30s", tc.path)
+			t.Fatalf("DeleteUnused(%s) not settled within 30s", p)
 		}
-		if there, _, err := obs.Exists(tc.path); err != nil || there != tc.there {
-			t.Errorf("%s there after DeleteIfEmpty = %v, %v; want %v", tc.path, there, err, tc.there)
+		if there, _, err := obs.Exists(p); err != nil || there != tc.there {
+			t.Errorf("%s there after DeleteUnused = %v, %v; want %v", p, there, err, tc.there)
 		}
 	}
 }
