@@ -19,8 +19,8 @@ const proxyDialTimeout = 5 * time.Second
 // target address, and can break them the ways networks do: Cut closes them,
 // BlackHole partitions them (BlackHoleAfterPing right after a ping reply),
 // DropReplies loses what comes back, Deafen what goes out, SetDelay makes
-// them slow, and Strike
-// breaks one connection at the exact request a test chooses. Point a
+// them slow, and Strike breaks one connection at the exact request a test
+// chooses (or, with Hold, keeps that request to deliver it late). Point a
 // client at Addr instead of at the server to test how it copes. Its methods
 // may be called from several goroutines. The zero value is not usable.
 type Proxy struct {
@@ -482,8 +482,9 @@ func (c *proxyConn) pass(pk *packet, frame []byte, kind frameKind, dir direction
 }
 
 // request looks at a request frame on its way to the target and returns the
-// Cut, BlackHole or Hold fault that takes it, if any; a Lose, Drop or Pass fault
-// waits for the reply. It counts the request if it goes on (see Requests).
+// Cut, BlackHole or Hold fault that takes it, if any; a Lose, Drop or Pass
+// fault waits for the reply. It counts the request if it goes on (see
+// Requests).
 func (c *proxyConn) request(frame []byte) *Fault {
 	r := parseRequest(frame)
 	if r.op == OpPing {
