@@ -495,7 +495,7 @@ func (v *Value[T]) create(ctx context.Context, h zkconn.Handle, data []byte, sen
 	parents := false // CreateParents was called
 	defer func() {
 		if parents && err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			h.DeleteUnused(path.Dir(v.path))
+			h.MarkUsed(path.Dir(v.path))
 		}
 	}()
 	for {

@@ -274,24 +274,22 @@ func (h Handle) forgetProtected(parent, prefix string) <-chan struct{} {
 	return ch
 }
 
-// DeleteUnused deletes the node at path in the background, as Delete does,
-// if it has never been used: it has never had a child and holds no data
-// that was ever written (cversion 0, no data, data version 0). Such a node
-// is what CreateParents leaves when its caller's node was then not created
-// (see there): a container that the server never removes. Any other node,
-// whoever made it, is left as it is (the delete is conditional on the data
-// version read); one made meanwhile by someone about to create a child
-// there is deleted, and that create fails with zk.ErrNoNode, which
-// CreateParents mends. It gives up when h's session is lost: the node then
-// stays. settled closes when the delete is settled.
-func (h Handle) DeleteUnused(path string) (settled <-chan struct{}) {
-	return h.guarantee("delete unused "+path, nil, func(c *zk.Conn) error {
-		there, st, err := c.Exists(path)
-		if err != nil || !there || st.Cversion != 0 || st.DataLength != 0 || st.Version != 0 {
-			return err
-		}
-		err = c.Delete(path, st.Version)
-		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrBadVersion) {
+// MarkUsed makes the node at path one that has had a child, in the
+// background as Delete does: a child is created under it and deleted again
+// in one transaction, which nobody can list. A container that never had a
+// child, as CreateParents leaves one when its caller's node was then not
+// created (see there), is never removed by the server; once marked, it is
+// removed when it is empty, as every container that had a child. MarkUsed
+// deletes nothing and changes no data, so it does no harm wherever it
+// lands, also late, on a node made since: any node is left as it is (one
+// that is not there, or cannot have children, is no error). It gives up
+// when h's session is lost: the node then stays unmarked. settled closes
+// when the mark is settled.
+func (h Handle) MarkUsed(path string) (settled <-chan struct{}) {
+	mark := h.signals([]string{path + "/" + ProtectedPrefix + newUUID() + "-used"})
+	return h.guarantee("mark "+path+" used", nil, func(c *zk.Conn) error {
+		_, err := c.Multi(mark...)
+		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoChildrenForEphemerals) {
 			return nil
 		}
 		return err

@@ -221,7 +221,7 @@ func (h Handle) createProtected(ctx context.Context, parent, name string, data [
 	parents := false // CreateParents was called for parent
 	defer func() {
 		if parents && err != nil {
-			h.DeleteUnused(parent)
+			h.MarkUsed(parent)
 		}
 	}()
 	prefix := ProtectedPrefix + uuid + "-"
@@ -380,9 +380,9 @@ func (h Handle) recoverProtected(ctx context.Context, parent, prefix string) (st
 // again). A node already there is fine, whatever its kind. It is safe to
 // repeat; it returns ctx.Err(), or an error wrapping ErrSessionLost,
 // ErrClosed or go-zookeeper's error. A caller whose node under p is then
-// not created (it fails, or gives up) calls DeleteUnused(p): a container
-// that never had a child stays, the server removes only those that had
-// one (unless it is configured with znode.container.maxNeverUsedIntervalMs).
+// not created (it fails, or gives up) calls MarkUsed(p): a container that
+// never had a child stays, the server removes only those that had one
+// (unless it is configured with znode.container.maxNeverUsedIntervalMs).
 func (h Handle) CreateParents(ctx context.Context, p string) error {
 	if p == "/" {
 		return nil

@@ -177,42 +177,40 @@ func TestRecoveryCatchesUpFirst(t *testing.T) {
 	}
 }
 
-// TestDeleteUnused: DeleteUnused deletes a node that never had a child nor
-// data, and leaves one that has a child, had one, holds data or was
-// written; it settles at once on one that is not there.
-func TestDeleteUnused(t *testing.T) {
+// TestMarkUsed: MarkUsed leaves a node as it is, data and all, but for its
+// cversion: a container marked is one that had a child; a node that is not
+// there, or cannot have children, settles it without error.
+func TestMarkUsed(t *testing.T) {
 	s := dial(t, []string{shared.Addr()})
 	h := current(t, s)
 	obs := zktest.Observer(t, shared.Addr())
 	root := testRoot(t)
 	plainRoot(t, obs, root, nil)
-	mk := func(p string, data []byte) {
-		if _, err := obs.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, p := range []string{"unused", "child", "child/c", "had", "had/c", "written"} {
-		mk(root+"/"+p, nil)
-	}
-	mk(root+"/data", []byte("x"))
-	if err := obs.Delete(root+"/had/c", -1); err != nil {
+	if err := h.CreateParents(context.Background(), root+"/container"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := obs.Set(root+"/written", nil, -1); err != nil {
+	if _, err := obs.Create(root+"/data", []byte("x"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Create(root+"/eph", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name  string
-		there bool
-	}{{"unused", false}, {"child", true}, {"had", true}, {"data", true}, {"written", true}, {"none", false}} {
+		name        string
+		there, used bool
+	}{{"container", true, true}, {"data", true, true}, {"eph", true, false}, {"none", false, false}} {
 		p := root + "/" + tc.name
 		select {
-		case <-h.DeleteUnused(p):
+		case <-h.MarkUsed(p):
 		case <-time.After(30 * time.Second):
-			t.Fatalf("DeleteUnused(%s) not settled within 30s", p)
+			t.Fatalf("MarkUsed(%s) not settled within 30s", p)
 		}
-		if there, _, err := obs.Exists(p); err != nil || there != tc.there {
-			t.Errorf("%s there after DeleteUnused = %v, %v; want %v", p, there, err, tc.there)
+		there, st, err := obs.Exists(p)
+		if err != nil || there != tc.there || there && ((st.Cversion > 0) != tc.used || st.NumChildren != 0) {
+			t.Errorf("%s after MarkUsed = %v, %+v, %v; want there %v, used %v, no children", p, there, st, err, tc.there, tc.used)
 		}
+	}
+	if data, _, err := obs.Get(root + "/data"); err != nil || string(data) != "x" {
+		t.Errorf("data after MarkUsed = %q, %v; want %q", data, err, "x")
 	}
 }
