@@ -123,7 +123,8 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	if done {
 		return nil
 	}
-	if err := o.advance(ctx, st); err != nil {
+	version, err := o.advance(ctx, st)
+	if err != nil {
 		return lostOr(ctx, held, err)
 	}
 	if err := held.Err(); err != nil {
@@ -134,15 +135,16 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.m.q.sess.SessionTimeout())
 	defer cancel()
-	return o.record(rctx, held, st.Cversion)
+	return o.record(rctx, held, version)
 }
 
 // advance moves the data version of o's path on, under the run's lock
 // before f runs, by writing its data back as it is, conditionally (an
-// operator's write meanwhile is read again, not undone); st is the path's
-// stat, read under the lock. With Reset's delete, which advances it too,
-// this fences Reset's delete (see Reset).
-func (o *Once) advance(ctx context.Context, st *zk.Stat) error {
+// operator's write meanwhile is read again, not undone), and returns the
+// version it wrote; st is the path's stat, read under the lock. With
+// Reset's delete, which advances it too, this fences Reset's delete (see
+// Reset).
+func (o *Once) advance(ctx context.Context, st *zk.Stat) (int32, error) {
 	var data []byte
 	version := st.Version
 	for read := st.DataLength > 0; ; read = true {
@@ -156,15 +158,19 @@ func (o *Once) advance(ctx context.Context, st *zk.Stat) error {
 				return err
 			})
 			if err != nil {
-				return err
+				return 0, err
 			}
 		}
-		err := o.do(ctx, func(c *zk.Conn) error {
-			_, err := c.Set(o.path, data, version)
+		var wrote *zk.Stat
+		err := o.do(ctx, func(c *zk.Conn) (err error) {
+			wrote, err = c.Set(o.path, data, version)
 			return err
 		})
-		if !errors.Is(err, zk.ErrBadVersion) {
-			return err
+		switch {
+		case err == nil:
+			return wrote.Version, nil
+		case !errors.Is(err, zk.ErrBadVersion):
+			return 0, err
 		}
 	}
 }
@@ -174,16 +180,16 @@ func (o *Once) advance(ctx context.Context, st *zk.Stat) error {
 // while it does, no other run can have started, so a record is written only
 // for a run that was alone.
 //
-// cversion is that of o's path when the run started, under the lock: while
-// the node exists, only the record's create (or a Reset's delete) changes
-// it (an operator who adds children to the path defeats this). A write
+// version is the data version of o's path that the run wrote (advance):
+// while the lock node exists, only a Reset's delete of a record changes it
+// (an operator who writes the path's data meanwhile defeats this). A write
 // whose reply was lost is thus decided, not guessed: the record is there
-// (written), or, with the lock node still there, the path's cversion moved
+// (written), or, with the lock node still there, the path's version moved
 // (written, then deleted by a Reset) or not (not applied: send it again).
 // With the node gone and no record, the run is lost (ErrLockLost). It is
 // never sent again blindly, which could bring back a record a Reset
 // deleted.
-func (o *Once) record(ctx context.Context, held context.Context, cversion int32) error {
+func (o *Once) record(ctx context.Context, held context.Context, version int32) error {
 	hd := held.Value(holdKey{o.m}).(*hold)
 	ops := o.recordOps(hd.node)
 	for {
@@ -200,7 +206,7 @@ func (o *Once) record(ctx context.Context, held context.Context, cversion int32)
 		default:
 			return fmt.Errorf("dsync: %s: recording the run: %w", o.done, err)
 		}
-		written, derr := o.decide(ctx, hd, cversion)
+		written, derr := o.decide(ctx, hd, version)
 		switch {
 		case errors.Is(derr, errNodeGone), errors.Is(derr, zkconn.ErrSessionLost), errors.Is(derr, context.DeadlineExceeded):
 			// Gone, or not known for a whole session timeout: the lock
@@ -235,7 +241,7 @@ func (o *Once) recordOps(node string) []any {
 // spent ctx's. The server it asks syncs with the leader first, so that a
 // write applied elsewhere is seen. It returns errNodeGone if the run's lock
 // node is gone and the record is not there.
-func (o *Once) decide(ctx context.Context, hd *hold, cversion int32) (bool, error) {
+func (o *Once) decide(ctx context.Context, hd *hold, version int32) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.m.q.sess.SessionTimeout())
 	defer cancel()
 	if err := o.catchUp(ctx); err != nil {
@@ -245,13 +251,13 @@ func (o *Once) decide(ctx context.Context, hd *hold, cversion int32) (bool, erro
 	if err != nil || done {
 		return done, err
 	}
-	// The cversion argument holds only while the lock node exists: one
+	// The version argument holds only while the lock node exists: one
 	// there now was there at the listing too (a node's name never comes
 	// back), and PATH/lock could not go meanwhile.
 	if _, _, err := readNode(ctx, hd.h, hd.node); err != nil {
 		return false, err
 	}
-	return st.Cversion != cversion, nil // moved: written, then deleted by a Reset
+	return st.Version != version, nil // moved: written, then deleted by a Reset
 }
 
 // catchUp has the server o's session talks to catch up with the leader

@@ -40,7 +40,7 @@ func TestOnceDecideOnSpentContext(t *testing.T) {
 		}
 		spent, end := context.WithCancel(ctx)
 		end()
-		written, err := o.decide(spent, hd, st.Cversion)
+		written, err := o.decide(spent, hd, st.Version)
 		if err != nil || written {
 			t.Errorf("decide(spent ctx) before the record = %v, %v; want false, nil "+
 				"(a decision under a bound of its own)", written, err)

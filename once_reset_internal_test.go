@@ -175,8 +175,8 @@ func testAdvanceReadsAgain(t *testing.T, srv *zktest.Server) {
 	if _, err := x.raw.Set(x.o.path, []byte("operator's"), -1); err != nil {
 		t.Fatal(err)
 	}
-	if err := x.o.advance(x.ctx, read); err != nil {
-		t.Fatalf("advance = %v", err)
+	if v, err := x.o.advance(x.ctx, read); err != nil || v != 2 {
+		t.Fatalf("advance = %d, %v; want 2, nil", v, err)
 	}
 	data, st, err := x.raw.Get(x.o.path)
 	if err != nil || string(data) != "operator's" || st.Version != 2 {

@@ -324,7 +324,7 @@ func TestReviewR86OnceRecordFaults(t *testing.T) {
 
 // TestReviewR86OnceRecordLostThenReset: the record's multi is applied and
 // its reply held back; meanwhile another process's Reset deletes the record.
-// Do decides its run written (the path's cversion moved) and returns nil
+// Do decides its run written (the path's data version moved) and returns nil
 // without sending it again, so the record stays deleted, and the next Do
 // runs f again: f ran twice, for two successes with a Reset between.
 func TestReviewR86OnceRecordLostThenReset(t *testing.T) {

@@ -274,25 +274,33 @@ func (h Handle) forgetProtected(parent, prefix string) <-chan struct{} {
 	return ch
 }
 
-// MarkUsed makes the node at path one that has had a child, in the
-// background as Delete does: a child is created under it and deleted again
-// in one transaction, which nobody can list. A container that never had a
-// child, as CreateParents leaves one when its caller's node was then not
-// created (see there), is never removed by the server; once marked, it is
-// removed when it is empty, as every container that had a child. MarkUsed
-// deletes nothing and changes no data, so it does no harm wherever it
-// lands, also late, on a node made since: any node is left as it is (one
-// that is not there, or cannot have children, is no error). It gives up
+// MarkUsed makes the node at path, or if it is not there its nearest
+// ancestor that is, one that has had a child, in the background as Delete
+// does: a child is created under it and deleted again in one transaction,
+// which nobody can list. A container that never had a child, as
+// CreateParents leaves one (or a chain of them) when its caller's node was
+// then not created (see there), is never removed by the server; once
+// marked, it is removed when it is empty, as every container that had a
+// child (and then its parent, which had it as a child). MarkUsed deletes
+// nothing and changes no data, nor any node's data version, so it does no
+// harm wherever it lands, also late, on a node made since; it moves the
+// node's cversion, which nobody may take for a sign that a child of its
+// own was made. A node that cannot have children is no error. It gives up
 // when h's session is lost: the node then stays unmarked. settled closes
 // when the mark is settled.
 func (h Handle) MarkUsed(path string) (settled <-chan struct{}) {
-	mark := h.signals([]string{path + "/" + ProtectedPrefix + newUUID() + "-used"})
+	name := "/" + ProtectedPrefix + newUUID() + "-used"
 	return h.guarantee("mark "+path+" used", nil, func(c *zk.Conn) error {
-		_, err := c.Multi(mark...)
-		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoChildrenForEphemerals) {
-			return nil
+		for p := path; p != "/"; p = parentOf(p) {
+			_, err := c.Multi(h.signals([]string{p + name})...)
+			if !errors.Is(err, zk.ErrNoNode) {
+				if errors.Is(err, zk.ErrNoChildrenForEphemerals) {
+					return nil
+				}
+				return err
+			}
 		}
-		return err
+		return nil
 	})
 }
 
