@@ -123,7 +123,7 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 	if done {
 		return nil
 	}
-	version, err := o.advance(ctx, st)
+	version, err := o.advance(ctx, held.Value(holdKey{o.m}).(*hold), st)
 	if err != nil {
 		return lostOr(ctx, held, err)
 	}
@@ -141,10 +141,14 @@ func (o *Once) Do(ctx context.Context, f func(context.Context) error) error {
 // advance moves the data version of o's path on, under the run's lock
 // before f runs, by writing its data back as it is, conditionally (an
 // operator's write meanwhile is read again, not undone), and returns the
-// version it wrote; st is the path's stat, read under the lock. With
+// version it wrote; st is the path's stat, read under the lock, hd the
+// run's hold. The write is one transaction with a check that the run's
+// lock node still exists, sent on the hold's session: a run whose lock is
+// gone never moves the version under the next run's lock (record's
+// argument), the write sent again after a lost reply included. With
 // Reset's delete, which advances it too, this fences Reset's delete (see
 // Reset).
-func (o *Once) advance(ctx context.Context, st *zk.Stat) (int32, error) {
+func (o *Once) advance(ctx context.Context, hd *hold, st *zk.Stat) (int32, error) {
 	var data []byte
 	version := st.Version
 	for read := st.DataLength > 0; ; read = true {
@@ -161,16 +165,19 @@ func (o *Once) advance(ctx context.Context, st *zk.Stat) (int32, error) {
 				return 0, err
 			}
 		}
-		var wrote *zk.Stat
-		err := o.do(ctx, func(c *zk.Conn) (err error) {
-			wrote, err = c.Set(o.path, data, version)
+		var wrote []zk.MultiResponse
+		err := hd.h.Do(ctx, func(c *zk.Conn) (err error) {
+			wrote, err = c.Multi(&zk.CheckVersionRequest{Path: hd.node, Version: -1},
+				&zk.SetDataRequest{Path: o.path, Data: data, Version: version})
 			return err
 		})
 		switch {
 		case err == nil:
-			return wrote.Version, nil
+			return wrote[1].Stat.Version, nil
+		case len(wrote) == 2 && errors.Is(wrote[0].Error, zk.ErrNoNode):
+			return 0, fmt.Errorf("%w: node %s gone before the run started: %w", ErrLockLost, hd.node, err)
 		case !errors.Is(err, zk.ErrBadVersion):
-			return 0, err
+			return 0, withPath(o.path, err)
 		}
 	}
 }

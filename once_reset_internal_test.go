@@ -162,24 +162,29 @@ func testPathNotWritable(t *testing.T, srv *zktest.Server) {
 
 // testAdvanceReadsAgain: PATH written by an operator after the run read its
 // stat: advance's conditional write fails, and it reads PATH again and
-// writes back what the operator wrote, not what it read first.
+// writes back what the operator wrote, not what it read first. (Called
+// again from f, under the run's lock, with the stat read before the
+// operator's write.)
 func testAdvanceReadsAgain(t *testing.T, srv *zktest.Server) {
 	x := newOnceFixture(t, srv, "/once-path-moved")
-	if _, err := x.raw.Create(x.o.path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	_, read, err := x.raw.Get(x.o.path)
+	err := x.o.Do(x.ctx, func(held context.Context) error {
+		_, read, err := x.raw.Get(x.o.path)
+		if err != nil {
+			return err
+		}
+		if _, err := x.raw.Set(x.o.path, []byte("operator's"), -1); err != nil {
+			return err
+		}
+		v, err := x.o.advance(x.ctx, held.Value(holdKey{x.o.m}).(*hold), read)
+		if err != nil || v != read.Version+2 {
+			t.Errorf("advance = %d, %v; want %d, nil", v, err, read.Version+2)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.raw.Set(x.o.path, []byte("operator's"), -1); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := x.o.advance(x.ctx, read); err != nil || v != 2 {
-		t.Fatalf("advance = %d, %v; want 2, nil", v, err)
-	}
-	data, st, err := x.raw.Get(x.o.path)
-	if err != nil || string(data) != "operator's" || st.Version != 2 {
-		t.Fatalf("PATH after advance = %q, version %d, %v; want %q, version 2", data, st.Version, err, "operator's")
+	if data, _, err := x.raw.Get(x.o.path); err != nil || string(data) != "operator's" {
+		t.Fatalf("PATH after advance = %q, %v; want %q", data, err, "operator's")
 	}
 }

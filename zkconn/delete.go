@@ -285,7 +285,8 @@ func (h Handle) forgetProtected(parent, prefix string) <-chan struct{} {
 // nothing and changes no data, nor any node's data version, so it does no
 // harm wherever it lands, also late, on a node made since; it moves the
 // node's cversion, which nobody may take for a sign that a child of its
-// own was made. A node that cannot have children is no error. It gives up
+// own was made, and wakes its children watchers for a listing that finds
+// what they knew. A node that cannot have children is no error. It gives up
 // when h's session is lost: the node then stays unmarked. settled closes
 // when the mark is settled.
 func (h Handle) MarkUsed(path string) (settled <-chan struct{}) {
