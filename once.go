@@ -171,13 +171,17 @@ func (o *Once) advance(ctx context.Context, hd *hold, st *zk.Stat) (int32, error
 				&zk.SetDataRequest{Path: o.path, Data: data, Version: version})
 			return err
 		})
+		// A failed transaction's error is its failing op's: NoNode is the
+		// check's (PATH cannot go while the lock node is in it). wrote is
+		// read only after a reply: a call that ended early (ctx, the
+		// session's loss) leaves its request to write it later.
 		switch {
 		case err == nil:
 			return wrote[1].Stat.Version, nil
-		case len(wrote) == 2 && errors.Is(wrote[0].Error, zk.ErrNoNode):
+		case errors.Is(err, zk.ErrNoNode):
 			return 0, fmt.Errorf("%w: node %s gone before the run started: %w", ErrLockLost, hd.node, err)
 		case !errors.Is(err, zk.ErrBadVersion):
-			return 0, withPath(o.path, err)
+			return 0, withPath(o.done, err)
 		}
 	}
 }
@@ -275,9 +279,15 @@ func (o *Once) catchUp(ctx context.Context) error {
 
 // state reports whether the record exists, with the stat of o's path (see
 // record; a zero one if the path does not exist): one listing.
-func (o *Once) state(ctx context.Context) (done bool, st *zk.Stat, err error) {
-	var kids []string
-	err = o.do(ctx, func(c *zk.Conn) (err error) {
+func (o *Once) state(ctx context.Context) (bool, *zk.Stat, error) {
+	var (
+		kids []string
+		st   *zk.Stat
+	)
+	// The request's own variables, read only after its reply: a call that
+	// ended early (ctx, the session's loss) leaves its request to write
+	// them later.
+	err := o.do(ctx, func(c *zk.Conn) (err error) {
 		kids, st, err = c.Children(o.path)
 		return err
 	})
@@ -395,8 +405,14 @@ func (o *Once) Reset(ctx context.Context) error {
 // resetRead returns, after a sync, the record's stat (nil if there is none)
 // and PATH's data and data version, read before it. A delete fenced by that
 // version (resetOps) deletes that record, or nothing (see Reset).
-func (o *Once) resetRead(ctx context.Context) (st *zk.Stat, fence int32, data []byte, err error) {
-	err = o.read(ctx, func(c *zk.Conn) error {
+func (o *Once) resetRead(ctx context.Context) (*zk.Stat, int32, []byte, error) {
+	var (
+		st    *zk.Stat
+		fence int32
+		data  []byte
+	)
+	// Read only after the reply (see state).
+	err := o.read(ctx, func(c *zk.Conn) error {
 		st = nil
 		if err := zkconn.CatchUp(c, o.path); err != nil {
 			return err
@@ -419,7 +435,10 @@ func (o *Once) resetRead(ctx context.Context) (st *zk.Stat, fence int32, data []
 		}
 		return err
 	})
-	return st, fence, data, err
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return st, fence, data, nil
 }
 
 // resetOps returns Reset's transaction: delete the record if PATH's data
