@@ -225,6 +225,9 @@ func TestReviewR92FaultedAcquire(t *testing.T) {
 		match  func(path string) zktest.Match
 		action zktest.Action
 		dirs   func(path string) []string // where its nodes live
+		// lossOK: the fault may come after the grant, a loss by design
+		// (dsync exits -exit-lost, CMD run at most once)
+		lossOK bool
 	}
 	semDirs := func(p string) []string { return []string{p + "/locks", p + "/leases"} }
 	var cases []tc
@@ -238,30 +241,36 @@ func TestReviewR92FaultedAcquire(t *testing.T) {
 			cases = append(cases,
 				tc{n + "-lockcreate-" + a.String(), args, func(p string) zktest.Match {
 					return zktest.Match{Op: zktest.OpCreate, Path: p + "/locks/_c_", Prefix: true}
-				}, a, semDirs},
+				}, a, semDirs, false},
 				tc{n + "-leasecreate-" + a.String(), args, func(p string) zktest.Match {
 					return zktest.Match{Op: zktest.OpCreate, Path: p + "/leases/_c_", Prefix: true}
-				}, a, semDirs},
+				}, a, semDirs, false},
 				tc{n + "-leaselist-" + a.String(), args, func(p string) zktest.Match {
 					return zktest.Match{Op: zktest.OpGetChildren2, Path: p + "/leases"}
-				}, a, semDirs},
+				}, a, semDirs, false},
 			)
 			if a != zktest.Lose { // Lose closes the connection just after the grant: a loss, by design
+				// The internal lock's delete goes out from a goroutine of
+				// its own as the leases are handed out (Unlock never
+				// waits): on a loaded machine it is written after the
+				// grant, and a Cut (or, at the next reply, a Drop) then
+				// drops the connection after it too: the leases are lost,
+				// by design, as with Lose.
 				cases = append(cases, tc{n + "-lockdelete-" + a.String(), args, func(p string) zktest.Match {
 					return zktest.Match{Op: zktest.OpDelete, Path: p + "/locks/_c_", Prefix: true}
-				}, a, semDirs})
+				}, a, semDirs, true})
 			}
 		}
 		cases = append(cases,
 			tc{"sem-n2-leasecreate2-" + a.String(), []string{"sem", "-max", "3", "-n", "2"}, func(p string) zktest.Match {
 				return zktest.Match{Op: zktest.OpCreate, Path: p + "/leases/_c_", Prefix: true}
-			}, a, semDirs},
+			}, a, semDirs, false},
 			tc{"once-lockcreate-" + a.String(), []string{"once"}, func(p string) zktest.Match {
 				return zktest.Match{Op: zktest.OpCreate, Path: p + "/lock/_c_", Prefix: true}
-			}, a, func(p string) []string { return []string{p + "/lock"} }},
+			}, a, func(p string) []string { return []string{p + "/lock"} }, false},
 			tc{"elect-selector-create-" + a.String(), []string{"elect", "-selector", "-id", "x"}, func(p string) zktest.Match {
 				return zktest.Match{Op: zktest.OpCreate, Path: p + "/_c_", Prefix: true}
-			}, a, func(p string) []string { return []string{p} }},
+			}, a, func(p string) []string { return []string{p} }, false},
 		)
 	}
 	for _, c := range cases {
@@ -281,7 +290,9 @@ func TestReviewR92FaultedAcquire(t *testing.T) {
 			default:
 				t.Fatalf("the fault did not strike; dsync exited %d; stderr:\n%s", code, &d.stderr)
 			}
-			if code != 0 || strings.Count(d.stdout.String(), "ran") != 1 {
+			ran := strings.Count(d.stdout.String(), "ran")
+			lostAfterGrant := c.lossOK && code == exitLost && ran <= 1 && strings.Contains(d.stderr.String(), " lost: ")
+			if !lostAfterGrant && (code != 0 || ran != 1) {
 				t.Errorf("dsync %s exited %d, stdout %q; want 0 and CMD run once; stderr:\n%s", strings.Join(args, " "), code, d.stdout.String(), &d.stderr)
 			}
 			for _, dir := range c.dirs(path) {
