@@ -35,8 +35,8 @@ func (h Handle) Conn() *zk.Conn { return h.gen.c.conn }
 
 // Lost returns a channel that is closed when h's ZooKeeper session is lost
 // (expired, given up shortly before the server could expire it, or the
-// Session closed). It is
-// never closed otherwise, and is owned by the Session.
+// Session closed). It is never closed otherwise, and is owned by the
+// Session.
 func (h Handle) Lost() <-chan struct{} { return h.gen.lost.done() }
 
 // Suspended returns a channel that is closed when the connection that was up
