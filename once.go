@@ -91,8 +91,10 @@ func NewOnce(sess *zkconn.Session, path string, opts ...Option) *Once {
 // its ctx is done.
 //
 // ctx bounds the wait for a turn, not f, nor the record of f's success,
-// which is written whatever ctx says by then (within the session timeout:
-// if the connection stays down longer, the lock counts as lost). On failure
+// which is written whatever ctx says by then (its send is bounded by the
+// session timeout, and, if its reply is lost, the read that decides it by
+// another: if the connection stays down longer, the lock counts as lost,
+// the outcome unknown). On failure
 // before f runs Do returns ctx.Err() or the error that stopped it; one
 // wrapping ErrLockLost if the run's lock was taken and then lost (its
 // session's loss included) before f could run. A ctx already done fails
@@ -356,13 +358,14 @@ func (o *Once) Record(ctx context.Context) (OnceRecord, bool, error) {
 // for a delete that the network delivers late too, after its session was
 // given up, and after a lost reply: Reset reads the record again (after a
 // sync) and sends its delete again only if the record it aimed at is still
-// there. One case remains: ZooKeeper removes PATH when it finds it empty
-// (it looks once a minute by default), and a PATH made again counts its
-// versions from 0, so a delete held in the network across that, until
-// PATH's version came back to the one read, would pass its check. Reset,
-// like a run, needs write permission on PATH. If ctx ends with the
-// delete's outcome unknown, the error wraps ErrOutcomeUnknown and
-// ctx.Err().
+// there. One case remains: PATH removed and made again between Reset's
+// read and its delete (by hand, or by ZooKeeper, which removes an empty
+// PATH at a check once a minute by default) counts its versions from 0
+// again, so a delete that comes after that, until PATH's version came back
+// to the one read, passes its check: a delete held in the network, or a
+// Reset that is slow between the two. Reset, like a run, needs write
+// permission on PATH. If ctx ends with the delete's outcome unknown, the
+// error wraps ErrOutcomeUnknown and ctx.Err().
 func (o *Once) Reset(ctx context.Context) error {
 	var aimed int64  // czxid of the record a delete was sent for
 	unknown := false // that delete may have been applied
