@@ -94,6 +94,24 @@ func (w *wire) connected(n int32, zxid int64) {
 	c.cur, c.stale = n, len(c.on)
 }
 
+// holdsWatches reports whether go-zookeeper holds a watch, by the wire's
+// records (which it makes as go-zookeeper reads the reply that sets one,
+// before it adds it, and drops as it reads the event that fires one): it
+// then sends setWatches on each new connection.
+func (w *wire) holdsWatches() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.carried.on) > 0 {
+		return true
+	}
+	for _, x := range w.exists {
+		if x.armed {
+			return true
+		}
+	}
+	return false
+}
+
 // setLocked records that watch k, which go-zookeeper holds, is held on
 // connection n.
 func (w *wire) setLocked(k watchKey, n int32) {

@@ -585,8 +585,8 @@ type tap struct {
 
 	// hold, under the race detector only, keeps go-zookeeper from reading
 	// replies on a connection after the first until it has sent the watches
-	// it holds again (a setWatches request), or for holdFor if it sends
-	// none. go-zookeeper v1.0.4 reads Conn.lastZxid for that request while
+	// it holds again (a setWatches request), or for holdFor if it holds
+	// none (holdMax at most if it holds some: see holdExpired). go-zookeeper v1.0.4 reads Conn.lastZxid for that request while
 	// its receiving goroutine may write it for a reply (go-zookeeper/zk#35):
 	// a data race of the dependency, harmless, which would fail every test
 	// that reconnects with a watch set. The hold orders the read before
@@ -607,12 +607,13 @@ type tap struct {
 	// Invariant, while hold is open: Read gives go-zookeeper no byte at or
 	// past open. open is the end of the connect response, then of the last
 	// reply to a setAuth, and -1 once the hold has ended; the hold's timer
-	// runs holdFor from each end.
+	// starts at each end (holdFrom).
 	hold      chan struct{}
 	holdOnce  sync.Once
 	connZxid  int64         // under mu: the connect request's last zxid
 	holdFor   time.Duration // the timer's length: holdFor, but in tests
-	holdTimer *time.Timer   // reading goroutine only
+	holdTimer *time.Timer   // under mu
+	holdFrom  time.Time     // under mu: when the timer last started
 	open      int64         // reading goroutine only
 	authed    chan struct{} // a setAuth was written; holds one signal
 
@@ -631,13 +632,45 @@ type tap struct {
 }
 
 // holdFor bounds tap.hold, from the end of the connect response and of
-// each reply to a setAuth: go-zookeeper sends its watches again at once
-// after them, if it has any.
-const holdFor = 100 * time.Millisecond
+// each reply to a setAuth, while go-zookeeper holds no watch: it sends its
+// watches again at once after them, if it has any. holdMax (and a third of
+// the session timeout) bounds it, from the same points, while it holds one
+// (see holdExpired).
+const (
+	holdFor = 100 * time.Millisecond
+	holdMax = time.Second
+)
 
 // unhold ends the hold.
 func (t *tap) unhold() {
 	t.holdOnce.Do(func() { close(t.hold) })
+}
+
+// holdExpired runs when the hold's timer fires. It ends the hold, unless
+// go-zookeeper holds a watch (see wire.holdsWatches): then the setWatches
+// request that carries it is sure to come, and its Write ends the hold,
+// however long go-zookeeper's goroutine was kept from running before it
+// read its last zxid for it (a loaded machine kept it past holdFor). The
+// timer then runs again, up to holdMax and a third of the session timeout
+// (nothing is read during a hold, and a connection whose server was not
+// heard from for two thirds of it is closed: see deafIn); a closed
+// connection ends the hold.
+func (t *tap) holdExpired() {
+	select {
+	case <-t.hold:
+		return // ended by setWatches
+	default:
+	}
+	t.mu.Lock()
+	limit := min(holdMax, time.Duration(t.w.timeout.Load())/3)
+	wait := !t.closed && time.Since(t.holdFrom) < limit && t.w.holdsWatches()
+	if wait {
+		t.holdTimer.Reset(t.holdFor)
+	}
+	t.mu.Unlock()
+	if !wait {
+		t.unhold()
+	}
 }
 
 func (t *tap) Write(b []byte) (int, error) {
@@ -985,7 +1018,8 @@ func (t *tap) frame(f []byte, end int64) bool {
 		}
 		if t.hold != nil {
 			t.open = end
-			t.holdTimer = time.AfterFunc(t.holdFor, t.unhold)
+			t.holdFrom = time.Now()
+			t.holdTimer = time.AfterFunc(t.holdFor, t.holdExpired)
 		}
 		// connect response: protocol version, timeout (ms), session id
 		if len(f) < 16 {
@@ -1022,6 +1056,7 @@ func (t *tap) frame(f []byte, end int64) bool {
 		// written before it (AddAuth goes out after them) stay held.
 		if t.hold != nil && t.open >= 0 && end-int64(4+len(f)) == t.open {
 			t.open = end
+			t.holdFrom = time.Now()
 			t.holdTimer.Reset(t.holdFor)
 		}
 		return true // answered out of turn: it proves nothing of heard

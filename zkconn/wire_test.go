@@ -292,6 +292,75 @@ func TestTapHoldPassesOnlyTheAuthReplies(t *testing.T) {
 	}
 }
 
+// TestTapHoldOutlastsItsTimerWhileWatchesAreHeld: go-zookeeper's goroutine
+// can be kept from running past holdFor between the connect response and
+// its read of lastZxid for setWatches (a loaded machine: CI with eight
+// tests side by side reported go-zookeeper's data race, the timer having
+// ended the hold first). While go-zookeeper holds a watch, data, child or
+// exists, that setWatches is sure to come: the timer keeps the hold, and
+// setWatches ends it, the reply to a request written meanwhile after it.
+// Holding none, past holdMax or a third of the session timeout (nothing is
+// read meanwhile, and a connection not heard from for two thirds of it is
+// closed), or on a closed connection, the timer ends it. The timer's
+// function is called here as the timer would call it.
+func TestTapHoldOutlastsItsTimerWhileWatchesAreHeld(t *testing.T) {
+	data := func(w *wire) { w.watched(watchKey{"/", dataWatch}, 1) }
+	for _, tc := range []struct {
+		name     string
+		watch    func(w *wire)
+		closed   bool
+		since    time.Duration // how long ago the timer started
+		timeout  time.Duration // the session timeout, if not the 10s granted
+		wantHeld bool
+	}{
+		{"child watch", func(w *wire) { w.watched(watchKey{"/", childWatch}, 1) }, false, 0, 0, true},
+		{"exists watch", func(w *wire) { w.arm(watching{path: "/missing", noNode: true}, 1) }, false, 0, 0, true},
+		{"no watch", func(*wire) {}, false, 0, 0, false},
+		{"exists asked, unanswered", func(w *wire) { w.watching("/missing") }, false, 0, 0, false},
+		{"under holdMax", data, false, holdMax / 2, 0, true},
+		{"past holdMax", data, false, holdMax, 0, false},
+		{"past a third of the timeout", data, false, 400 * time.Millisecond, time.Second, false},
+		{"closed", data, true, 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.DialTimeout("tcp", shared.Addr(), 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			tp := &tap{Conn: c, w: newWire(nil), hold: make(chan struct{}), holdFor: time.Hour, authed: make(chan struct{}, 1)}
+			tc.watch(tp.w)
+			h := handTap{t, tp}
+			h.connect()
+			defer tp.holdTimer.Stop()
+			h.write(1, opExists, append(juteString("/"), 0))
+			if tc.timeout > 0 {
+				tp.w.timeout.Store(int64(tc.timeout))
+			}
+			tp.mu.Lock()
+			tp.holdFrom = tp.holdFrom.Add(-tc.since)
+			tp.closed = tc.closed
+			tp.mu.Unlock()
+			tp.holdExpired()
+			select {
+			case <-tp.hold:
+				if tc.wantHeld {
+					t.Fatal("the timer ended the hold while go-zookeeper holds a watch: its setWatches, sure to come, may read lastZxid as a reply writes it")
+				}
+				return
+			default:
+				if !tc.wantHeld {
+					t.Fatal("the timer kept the hold; want it ended")
+				}
+			}
+			h.write(2, opSetWatches, make([]byte, 8+3*4))
+			if xid, zxid := replyHeader(h.read()); xid != 1 || zxid <= 0 {
+				t.Fatalf("after setWatches: reply xid %d zxid %d; want the reply to exists, zxid > 0", xid, zxid)
+			}
+		})
+	}
+}
+
 // TestTapConnectRequestIsNoRequest writes connect requests whose last zxid
 // has the epoch 101, then 100: their bytes 8-12, where a request has its
 // opcode, were read as setWatches and setAuth. The connect request is no
