@@ -17,13 +17,15 @@ import (
 // TestReviewR119StallInSendSetWatches: go-zookeeper's loop goroutine is kept
 // from running on a reconnect, after it started its receiving goroutine and
 // before sendSetWatches read lastZxid (the test holds go-zookeeper's
-// watchersLock, which sendSetWatches takes first), for three times holdFor,
-// while go-zookeeper holds a watch and a request queued during the
-// disconnect goes out as soon as the send loop starts. The hold must keep
-// that request's reply from go-zookeeper until setWatches is written: when
-// the timer alone ended it (before), the receiving goroutine wrote lastZxid
-// for the reply first, and the race detector reported go-zookeeper/zk#35.
-// Built with -race only, where alone there is a hold.
+// watchersLock, which sendSetWatches takes first), past the hold's timer
+// (called here as it would fire), while go-zookeeper holds a watch and a
+// request queued during the disconnect goes out as soon as the send loop
+// starts. The hold must keep that request's reply from go-zookeeper until
+// setWatches is written: when the timer ended it (before), the receiving
+// goroutine wrote lastZxid for the reply first, and the race detector
+// reported go-zookeeper/zk#35 once the loop goroutine ran on (in CI; here
+// the test fails as the timer ends the hold). Built with -race only, where
+// alone there is a hold.
 func TestReviewR119StallInSendSetWatches(t *testing.T) {
 	type handed struct {
 		conn *zk.Conn
@@ -83,8 +85,25 @@ func TestReviewR119StallInSendSetWatches(t *testing.T) {
 	w.mu.Unlock()
 	first.Close()
 	await(zk.StateHasSession) // the loop goroutine goes on to sendSetWatches, and waits there
-	time.Sleep(3 * holdFor)   // the fault: that goroutine kept from running
+	w.mu.Lock()
+	var second *tap
+	for tp := range w.taps {
+		second = tp
+	}
+	w.mu.Unlock()
+	second.holdExpired()
+	ended := isClosed(second.hold)
 	lock.Unlock()
+	if ended {
+		t.Fatal("the timer ended the hold while go-zookeeper holds a watch and has not sent setWatches: the reply to the request queued goes to go-zookeeper, which writes lastZxid for it as its loop goroutine is about to read it (go-zookeeper/zk#35)")
+	}
+	// The read of lastZxid for setWatches comes before its Write, which
+	// ends the hold: the race detector has seen both accesses once it is.
+	select {
+	case <-second.hold:
+	case <-deadline:
+		t.Fatal("the hold never ended")
+	}
 	select {
 	case err := <-queued:
 		if err != nil {
@@ -92,18 +111,5 @@ func TestReviewR119StallInSendSetWatches(t *testing.T) {
 		}
 	case <-deadline:
 		t.Fatal("the request queued during the disconnect got no reply")
-	}
-	// The read of lastZxid for setWatches comes before its Write, which
-	// ends the hold: the race detector has seen both accesses once it is.
-	w.mu.Lock()
-	var second *tap
-	for tp := range w.taps {
-		second = tp
-	}
-	w.mu.Unlock()
-	select {
-	case <-second.hold:
-	case <-deadline:
-		t.Fatal("the hold never ended")
 	}
 }
