@@ -633,8 +633,8 @@ type tap struct {
 
 // holdFor bounds tap.hold, from the end of the connect response and of
 // each reply to a setAuth, while go-zookeeper holds no watch: it sends its
-// watches again at once after them, if it has any. holdMax (and a third of
-// the session timeout) bounds it, from the same points, while it holds one
+// watches again at once after them, if it has any. holdMax bounds it, from
+// the same points, while it holds one, and so does the session timeout
 // (see holdExpired).
 const (
 	holdFor = 100 * time.Millisecond
@@ -651,9 +651,10 @@ func (t *tap) unhold() {
 // request that carries it is sure to come, and its Write ends the hold,
 // however long go-zookeeper's goroutine was kept from running before it
 // read its last zxid for it (a loaded machine kept it past holdFor). The
-// timer then runs again, up to holdMax and a third of the session timeout
-// (nothing is read during a hold, and a connection whose server was not
-// heard from for two thirds of it is closed: see deafIn); a closed
+// timer then runs again, until holdMax after holdFrom and a third of the
+// session timeout after heard at the latest: nothing is read during a
+// hold, so heard stays, and a connection whose server was not heard from
+// for two thirds of the timeout is closed (see deafIn). A closed
 // connection ends the hold.
 func (t *tap) holdExpired() {
 	select {
@@ -662,10 +663,10 @@ func (t *tap) holdExpired() {
 	default:
 	}
 	t.mu.Lock()
-	limit := min(holdMax, time.Duration(t.w.timeout.Load())/3)
-	wait := !t.closed && time.Since(t.holdFrom) < limit && t.w.holdsWatches()
+	left := min(holdMax-time.Since(t.holdFrom), time.Until(t.w.base.Add(time.Duration(t.w.heard.Load()+t.w.timeout.Load()/3))))
+	wait := !t.closed && left > 0 && t.w.holdsWatches()
 	if wait {
-		t.holdTimer.Reset(t.holdFor)
+		t.holdTimer.Reset(min(t.holdFor, left))
 	}
 	t.mu.Unlock()
 	if !wait {

@@ -299,9 +299,10 @@ func TestTapHoldPassesOnlyTheAuthReplies(t *testing.T) {
 // ended the hold first). While go-zookeeper holds a watch, data, child or
 // exists, that setWatches is sure to come: the timer keeps the hold, and
 // setWatches ends it, the reply to a request written meanwhile after it.
-// Holding none, past holdMax or a third of the session timeout (nothing is
-// read meanwhile, and a connection not heard from for two thirds of it is
-// closed), or on a closed connection, the timer ends it. The timer's
+// Holding none, past holdMax or a third of the session timeout after the
+// server was last heard from (nothing is read meanwhile, and a connection
+// not heard from for two thirds of it is closed), or on a closed
+// connection, the timer ends it. The timer's
 // function is called here as the timer would call it.
 func TestTapHoldOutlastsItsTimerWhileWatchesAreHeld(t *testing.T) {
 	data := func(w *wire) { w.watched(watchKey{"/", dataWatch}, 1) }
@@ -310,17 +311,19 @@ func TestTapHoldOutlastsItsTimerWhileWatchesAreHeld(t *testing.T) {
 		watch    func(w *wire)
 		closed   bool
 		since    time.Duration // how long ago the timer started
+		heard    time.Duration // how long ago the server was last heard from
 		timeout  time.Duration // the session timeout, if not the 10s granted
 		wantHeld bool
 	}{
-		{"child watch", func(w *wire) { w.watched(watchKey{"/", childWatch}, 1) }, false, 0, 0, true},
-		{"exists watch", func(w *wire) { w.arm(watching{path: "/missing", noNode: true}, 1) }, false, 0, 0, true},
-		{"no watch", func(*wire) {}, false, 0, 0, false},
-		{"exists asked, unanswered", func(w *wire) { w.watching("/missing") }, false, 0, 0, false},
-		{"under holdMax", data, false, holdMax / 2, 0, true},
-		{"past holdMax", data, false, holdMax, 0, false},
-		{"past a third of the timeout", data, false, 400 * time.Millisecond, time.Second, false},
-		{"closed", data, true, 0, 0, false},
+		{"child watch", func(w *wire) { w.watched(watchKey{"/", childWatch}, 1) }, false, 0, 0, 0, true},
+		{"exists watch", func(w *wire) { w.arm(watching{path: "/missing", noNode: true}, 1) }, false, 0, 0, 0, true},
+		{"no watch", func(*wire) {}, false, 0, 0, 0, false},
+		{"exists asked, unanswered", func(w *wire) { w.watching("/missing") }, false, 0, 0, 0, false},
+		{"under holdMax", data, false, holdMax / 2, 0, 0, true},
+		{"past holdMax", data, false, holdMax, 0, 0, false},
+		{"under a third of the timeout", data, false, 0, 300 * time.Millisecond, time.Second, true},
+		{"past a third of the timeout", data, false, 0, 400 * time.Millisecond, time.Second, false},
+		{"closed", data, true, 0, 0, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := net.DialTimeout("tcp", shared.Addr(), 10*time.Second)
@@ -337,6 +340,7 @@ func TestTapHoldOutlastsItsTimerWhileWatchesAreHeld(t *testing.T) {
 			if tc.timeout > 0 {
 				tp.w.timeout.Store(int64(tc.timeout))
 			}
+			tp.w.heard.Add(-int64(tc.heard))
 			tp.mu.Lock()
 			tp.holdFrom = tp.holdFrom.Add(-tc.since)
 			tp.closed = tc.closed
