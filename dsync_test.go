@@ -33,7 +33,8 @@ var java *curator.Tool
 // A test runs in parallel (after the serial ones) when it works on paths and
 // sessions of its own and other tests' load cannot break a bound of its: one
 // that asserts how long a call took, needs a short session to stay alive, or
-// reads the process's goroutines stays serial.
+// reads the process's goroutines stays serial (its subtests may run side by
+// side, in the serial phase, where nothing else runs).
 const parallelTests = 8
 
 func TestMain(m *testing.M) {

@@ -41,8 +41,11 @@ func r89Returns(t *testing.T, what string, res <-chan error, ended time.Time, wa
 // b's ctx ends then. Campaign returns context.Canceled at once; no node of
 // b's is left once the connection is back; b campaigns again and leads
 // after a resigns, alone.
+//
+// Serial at the top, its subtests side by side: they bound how late after
+// its ctx a call returns (r89Overrun), which the load of the package's
+// parallel tests could break.
 func TestReviewR89CampaignGivesUpAtEachStep(t *testing.T) {
-	t.Parallel()
 	type step struct {
 		name  string
 		match func(path, aNode string) zktest.Match
@@ -204,8 +207,11 @@ func TestReviewR89OperatorDeletesCandidate(t *testing.T) {
 // black-holed, lost or cut, and b's ctx ends then. Acquire returns
 // context.Canceled at once; no node of b's is left; a's release lets b
 // acquire, and then no one else (TryAcquire from c fails).
+//
+// Serial at the top, its subtests side by side: they bound how late after
+// its ctx a call returns (r89Overrun), which the load of the package's
+// parallel tests could break.
 func TestReviewR89WeightedGivesUpAtEachStep(t *testing.T) {
-	t.Parallel()
 	type step struct {
 		name  string
 		match func(path string) zktest.Match
@@ -293,8 +299,11 @@ func TestReviewR89WeightedGivesUpAtEachStep(t *testing.T) {
 // on after the reconnect and holds exactly two lease nodes, or, with its
 // ctx ended at the fault, returns context.Canceled and leaves none. No one
 // else gets a lease meanwhile.
+//
+// Serial at the top, its subtests side by side: they bound how late after
+// its ctx a call returns (r89Overrun), which the load of the package's
+// parallel tests could break.
 func TestReviewR89WeightedSecondLeaseCreateFault(t *testing.T) {
-	t.Parallel()
 	for _, giveUp := range []bool{false, true} {
 		for _, act := range []zktest.Action{zktest.Lose, zktest.Cut, zktest.Drop, zktest.BlackHole} {
 			t.Run(fmt.Sprintf("giveUp=%v/%v", giveUp, act), func(t *testing.T) {
