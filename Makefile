@@ -36,11 +36,10 @@ deps:
 	echo "deps: install them with: sudo apt-get install $(APT_PACKAGES)" >&2; \
 	exit 1
 
-# About 11 minutes on 2 cores: the root package takes as long (a third of it
-# in serial tests that bound how long calls take), the others less, three
-# packages side by side, as their tests wait on timeouts and reconnects far
-# more than they compute; the timeout catches a test that hangs, with room
-# for a slower machine.
+# About 12 minutes on 2 cores: the root package takes 11 (half of it in
+# serial tests that bound how long calls take), the others less, side by
+# side; the timeout catches a test that hangs, with room for a slower
+# machine.
 test: deps
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then \
@@ -49,7 +48,7 @@ test: deps
 		exit 1; \
 	fi
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -p 3 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 
 # Prints the server's connect string on the first line of stdout and runs
 # until Ctrl-C.

@@ -181,11 +181,12 @@ func TestLockTimeout(t *testing.T) {
 		t.Fatalf("children %v; want the holder only", kids)
 	}
 
-	// -timeout bounds the wait only, not the hold.
+	// -timeout bounds the wait only, not the hold (a bound with room for a
+	// process started on a loaded machine to dial and lock).
 	unlock()
-	code, _, stderr = dsyncRun(t, "lock", "-timeout", "300ms", "-zk", shared.Addr(), path, "--", "sleep", "0.6")
+	code, _, stderr = dsyncRun(t, "lock", "-timeout", "3s", "-zk", shared.Addr(), path, "--", "sleep", "3.3")
 	if code != 0 {
-		t.Fatalf("dsync lock -timeout 300ms -- sleep 0.6 on a free lock: exit %d; stderr:\n%s", code, stderr)
+		t.Fatalf("dsync lock -timeout 3s -- sleep 3.3 on a free lock: exit %d; stderr:\n%s", code, stderr)
 	}
 }
 

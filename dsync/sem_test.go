@@ -49,8 +49,9 @@ func TestSemTry(t *testing.T) {
 	path := lockPath(t)
 	release := holdLeases(t, path, 3, 2)
 	args := func(n string) []string {
-		// CMD outlives the bound on the wait.
-		return []string{"sem", "-try", "-timeout", "300ms", "-max", "3", "-n", n, "-zk", shared.Addr(), path, "--", "sleep", "0.6"}
+		// CMD outlives the bound on the wait, which leaves a process
+		// started on a loaded machine room to dial and try.
+		return []string{"sem", "-try", "-timeout", "3s", "-max", "3", "-n", n, "-zk", shared.Addr(), path, "--", "sleep", "3.3"}
 	}
 	code, _, stderr := dsyncRun(t, args("2")...)
 	if want := "dsync: " + path + " is held"; code != exitFail || !strings.Contains(stderr, want) {
