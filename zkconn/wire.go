@@ -586,9 +586,10 @@ type tap struct {
 	// hold, under the race detector only, keeps go-zookeeper from reading
 	// replies on a connection after the first until it has sent the watches
 	// it holds again (a setWatches request), or for holdFor if it holds
-	// none (holdMax at most if it holds some: see holdExpired). go-zookeeper v1.0.4 reads Conn.lastZxid for that request while
-	// its receiving goroutine may write it for a reply (go-zookeeper/zk#35):
-	// a data race of the dependency, harmless, which would fail every test
+	// none (longer, bounded, if it holds some: see holdExpired).
+	// go-zookeeper v1.0.4 reads Conn.lastZxid for that request while its
+	// receiving goroutine may write it for a reply (go-zookeeper/zk#35): a
+	// data race of the dependency, harmless, which would fail every test
 	// that reconnects with a watch set. The hold orders the read before
 	// every such write: a reply is given to go-zookeeper only once the
 	// setWatches request, which goes out after the read, has been written.

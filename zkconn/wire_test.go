@@ -302,8 +302,8 @@ func TestTapHoldPassesOnlyTheAuthReplies(t *testing.T) {
 // Holding none, past holdMax or a third of the session timeout after the
 // server was last heard from (nothing is read meanwhile, and a connection
 // not heard from for two thirds of it is closed), or on a closed
-// connection, the timer ends it. The timer's
-// function is called here as the timer would call it.
+// connection, the timer ends it. The timer's function is called here as
+// the timer would call it.
 func TestTapHoldOutlastsItsTimerWhileWatchesAreHeld(t *testing.T) {
 	data := func(w *wire) { w.watched(watchKey{"/", dataWatch}, 1) }
 	for _, tc := range []struct {
@@ -321,8 +321,8 @@ func TestTapHoldOutlastsItsTimerWhileWatchesAreHeld(t *testing.T) {
 		{"exists asked, unanswered", func(w *wire) { w.watching("/missing") }, false, 0, 0, 0, false},
 		{"under holdMax", data, false, holdMax / 2, 0, 0, true},
 		{"past holdMax", data, false, holdMax, 0, 0, false},
-		{"under a third of the timeout", data, false, 0, 300 * time.Millisecond, time.Second, true},
-		{"past a third of the timeout", data, false, 0, 400 * time.Millisecond, time.Second, false},
+		{"under a third of the timeout", data, false, 0, 500 * time.Millisecond, 3 * time.Second, true},
+		{"past a third of the timeout", data, false, 0, 1200 * time.Millisecond, 3 * time.Second, false},
 		{"closed", data, true, 0, 0, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
