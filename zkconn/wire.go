@@ -596,7 +596,10 @@ type tap struct {
 	// That request is relative to the last zxid the connect request gave
 	// (connZxid), as no reply was read in between; a setWatches queued on
 	// the connection before, which goes out first, is relative to an
-	// earlier one and does not end the hold.
+	// earlier one and does not end the hold, unless no reply was read on
+	// that connection either: then it ends the hold early, a gap left open
+	// (it needs that connection to drop with its setWatches unwritten, and
+	// go-zookeeper's goroutine kept from running meanwhile).
 	//
 	// A session with credentials sends them first (setAuth) and sends
 	// nothing more, setWatches included, until their replies are read: the

@@ -340,7 +340,7 @@ func TestTapHoldOutlastsItsTimerWhileWatchesAreHeld(t *testing.T) {
 			if tc.timeout > 0 {
 				tp.w.timeout.Store(int64(tc.timeout))
 			}
-			tp.w.heard.Add(-int64(tc.heard))
+			tp.w.heard.Store(int64(time.Since(tp.w.base) - tc.heard))
 			tp.mu.Lock()
 			tp.holdFrom = tp.holdFrom.Add(-tc.since)
 			tp.closed = tc.closed
