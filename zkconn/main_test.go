@@ -23,7 +23,7 @@ var shared *zktest.Server
 // sessions of its own and other tests' load cannot break a bound of its: one
 // that asserts how long a call took, needs a short session to stay alive, or
 // reads the process's goroutines stays serial.
-const parallelTests = 8
+const parallelTests = 4
 
 func TestMain(m *testing.M) {
 	// The default only: m.Run parses the command line after, and a
