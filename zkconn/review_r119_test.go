@@ -77,20 +77,17 @@ func TestReviewR119StallInSendSetWatches(t *testing.T) {
 	if _, _, _, err := conn.GetW("/"); err != nil {
 		t.Fatal(err)
 	}
-	w.mu.Lock()
-	var first *tap
-	for tp := range w.taps {
-		first = tp
+	open := func() *tap { // the one connection open
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for tp := range w.taps {
+			return tp
+		}
+		return nil
 	}
-	w.mu.Unlock()
-	first.Close()
+	open().Close()
 	await(zk.StateHasSession) // the loop goroutine goes on to sendSetWatches, and waits there
-	w.mu.Lock()
-	var second *tap
-	for tp := range w.taps {
-		second = tp
-	}
-	w.mu.Unlock()
+	second := open()
 	second.holdExpired()
 	ended := isClosed(second.hold)
 	lock.Unlock()
