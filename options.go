@@ -77,11 +77,10 @@ const (
 	// earliest moment the server may expire it (the session timeout the
 	// server granted, counted from when the last request it answered was
 	// written: it heard it no sooner), by a tenth of that timeout and at
-	// most 250ms, a margin for a process that is
-	// scheduled late. It rides out short disconnections. Like
-	// LostOnSuspension it trusts the server it talks to: a follower cut off
-	// from its leader answers for up to syncLimit × tickTime while the
-	// others may expire the session.
+	// most 250ms, a margin for a process that is scheduled late. It rides
+	// out short disconnections. Like LostOnSuspension it trusts the server
+	// it talks to: a follower cut off from its leader answers for up to
+	// syncLimit × tickTime while the others may expire the session.
 	LostOnExpiry
 )
 
