@@ -24,7 +24,9 @@ import (
 // PATH's data back as it is, so a run needs write permission on PATH, and
 // fails before f without it). Reset's delete checks that version, and
 // advances it too, so that a delete cannot remove a record written after
-// it read the one it aims at (see Reset).
+// it read the one it aims at (see Reset). So PATH is no place for a Value or
+// Count: its CompareAndSet would fail after each run and Reset, though the
+// data had not changed.
 //
 // A run can lose its lock as a Mutex hold can; its function learns it from
 // its context. A success is recorded only while the run's lock node still
