@@ -459,6 +459,7 @@ func TestReviewR34DeadlineAtEachJoinRequest(t *testing.T) {
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // beside the other requests' cases only: this test is serial
 			path := lockPath(t)
 			obs := observer(t, shared.Addr())
 			bg, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -483,6 +483,7 @@ func TestReviewR46MultiLockCtxEndsAtSecondCreate(t *testing.T) {
 func TestReviewR46ParticipantsUnderFaults(t *testing.T) {
 	for _, head := range []string{"curator", "dsync"} {
 		t.Run(head, func(t *testing.T) {
+			t.Parallel() // beside the other head only: this test is serial
 			ctx, path, obs := r45Start(t)
 			leases, locks, cpath := path+"/leases", path+"/locks", path+"-max"
 			p, _, _, w, _ := r46Counted(t, ctx, path, 1)

@@ -107,6 +107,7 @@ func create(c *client, path string) error {
 // TestStrikeCutLose checks that Cut and Lose look the same to the client,
 // and differ in what the server did.
 func TestStrikeCutLose(t *testing.T) {
+	t.Parallel()
 	s := zktest.Start(t)
 	for _, tt := range []struct {
 		action   zktest.Action
@@ -146,6 +147,7 @@ func TestStrikeCutLose(t *testing.T) {
 // TestStrikeLoseConnectionEnds checks that a Lose fault whose reply never
 // comes back strikes when its connection ends.
 func TestStrikeLoseConnectionEnds(t *testing.T) {
+	t.Parallel()
 	r := newFaultRig(t, zktest.Start(t), 4*time.Second)
 
 	r.p.DropReplies() // the reply never reaches the fault
@@ -167,6 +169,7 @@ func TestStrikeLoseConnectionEnds(t *testing.T) {
 }
 
 func TestStrikeBlackHole(t *testing.T) {
+	t.Parallel()
 	s := zktest.Start(t)
 
 	t.Run("Heal", func(t *testing.T) {
@@ -214,6 +217,7 @@ func TestStrikeBlackHole(t *testing.T) {
 }
 
 func TestStrikeDrop(t *testing.T) {
+	t.Parallel()
 	r := newFaultRig(t, zktest.Start(t), 4*time.Second)
 
 	f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/drop"}, zktest.Drop)
@@ -236,6 +240,7 @@ func TestStrikeDrop(t *testing.T) {
 }
 
 func TestStrikePass(t *testing.T) {
+	t.Parallel()
 	r := newFaultRig(t, zktest.Start(t), 4*time.Second)
 
 	f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/pass"}, zktest.Pass)
@@ -316,6 +321,7 @@ func multi(paths ...string) call {
 // TestStrikeMatch checks which request a Match selects: a Cut fault is armed
 // and the calls made in turn; the fault must strike call want and no other.
 func TestStrikeMatch(t *testing.T) {
+	t.Parallel()
 	s := zktest.Start(t)
 	tests := []struct {
 		name  string
@@ -369,6 +375,7 @@ func TestStrikeMatch(t *testing.T) {
 // TestStrikeOrderAndDisarm checks that a request matched by two faults gets
 // the one armed first, and that a disarmed fault never strikes.
 func TestStrikeOrderAndDisarm(t *testing.T) {
+	t.Parallel()
 	r := newFaultRig(t, zktest.Start(t), 4*time.Second)
 
 	disarmed := r.p.Strike(zktest.Match{Path: "/both"}, zktest.Cut)
@@ -398,6 +405,7 @@ func TestStrikeOrderAndDisarm(t *testing.T) {
 }
 
 func TestStrikeMisuse(t *testing.T) {
+	t.Parallel()
 	p := zktest.NewProxy(t, "127.0.0.1:1")
 	for _, tt := range []struct {
 		match  zktest.Match
@@ -419,6 +427,7 @@ func TestStrikeMisuse(t *testing.T) {
 }
 
 func TestProxySetDelay(t *testing.T) {
+	t.Parallel()
 	const d = 100 * time.Millisecond
 	r := newFaultRig(t, zktest.Start(t), 4*time.Second)
 
@@ -454,6 +463,7 @@ func TestProxySetDelay(t *testing.T) {
 // delaying proxy, shrinking the delay on the way, and checks that they all
 // come back in order.
 func TestProxySetDelayKeepsOrder(t *testing.T) {
+	t.Parallel()
 	const d = 50 * time.Millisecond
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

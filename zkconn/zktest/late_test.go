@@ -109,6 +109,7 @@ func TestStrikeHold(t *testing.T) {
 // applied, and Release says so; Release of a fault that has not struck, or
 // that is not Hold, fails.
 func TestStrikeHoldEnded(t *testing.T) {
+	t.Parallel()
 	r := newFaultRig(t, zktest.Start(t), 4*time.Second)
 	f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/never"}, zktest.Hold)
 	if err := f.Release(r.ctx); err == nil {

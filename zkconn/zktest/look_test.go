@@ -12,6 +12,7 @@ import (
 )
 
 func TestAwaitChildren(t *testing.T) {
+	t.Parallel()
 	srv := Start(t)
 	c := Observer(t, srv.Addr())
 	if kids := AwaitChildren(t, c, "/missing", 0); len(kids) != 0 {

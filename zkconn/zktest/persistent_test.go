@@ -15,6 +15,7 @@ import (
 // on a server that removes empty containers every 10 ms; an existing node is
 // accepted, and a missing parent is an error.
 func TestCreatePersistent(t *testing.T) {
+	t.Parallel()
 	srv := Start(t, WithSystemProperty("znode.container.checkIntervalMs", "10"))
 	c := Observer(t, srv.Addr())
 	if _, err := c.Create("/a", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {

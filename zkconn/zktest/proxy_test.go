@@ -32,6 +32,7 @@ func rawCommand(t *testing.T, addr, word string, wait time.Duration) (*net.TCPCo
 }
 
 func TestProxyForwards(t *testing.T) {
+	t.Parallel()
 	s := zktest.Start(t)
 	p := zktest.NewProxy(t, s.Addr())
 	ctx := testContext(t, time.Minute)
@@ -80,6 +81,7 @@ func TestProxyForwards(t *testing.T) {
 }
 
 func TestProxyCut(t *testing.T) {
+	t.Parallel()
 	s := zktest.Start(t)
 	p := zktest.NewProxy(t, s.Addr())
 	ctx := testContext(t, time.Minute)

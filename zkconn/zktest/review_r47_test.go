@@ -13,6 +13,7 @@ import (
 // connection; the client's call fails closed. Pass must not strike on a
 // reply that is not delivered, nor leak its expected entry.
 func TestReviewR47PassReplyDroppedStrikesAtEnd(t *testing.T) {
+	t.Parallel()
 	r := newFaultRig(t, zktest.Start(t), 4*time.Second)
 	f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/pass-dropped"}, zktest.Pass)
 	r.p.DropReplies()

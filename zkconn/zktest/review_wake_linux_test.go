@@ -118,6 +118,7 @@ func TestReview2DelayedPacketsEndOnCutAndClose(t *testing.T) {
 // TestReview2DelayedInOrderNotEarly: a stream of small writes, each delayed
 // d, comes back in order and no byte comes back before 2·d after it went.
 func TestReview2DelayedInOrderNotEarly(t *testing.T) {
+	t.Parallel()
 	const d = 2 * time.Millisecond
 	p := NewProxy(t, r2Echo(t))
 	p.SetDelay(d)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestServerCommands(t *testing.T) {
+	t.Parallel()
 	s := zktest.Start(t)
 	ctx := testContext(t, time.Minute)
 
@@ -84,6 +85,7 @@ func TestServerCommands(t *testing.T) {
 }
 
 func TestServerOptions(t *testing.T) {
+	t.Parallel()
 	s := zktest.Start(t,
 		zktest.WithTickTime(100*time.Millisecond),
 		zktest.WithMinSessionTimeout(250*time.Millisecond),
