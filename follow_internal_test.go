@@ -166,8 +166,8 @@ func TestReviewR68EntryWatchesUnderFaults(t *testing.T) {
 	if err := Revoke(ctx, l.sH, pNode); err != nil {
 		t.Fatal(err)
 	}
-	<-f1.Struck()
-	<-f2.Struck()
+	zktest.AwaitStruck(t, f1)
+	zktest.AwaitStruck(t, f2)
 	wcancel()
 	w := <-wDone
 	if !errors.Is(w.err, context.Canceled) {

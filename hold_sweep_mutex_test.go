@@ -59,7 +59,7 @@ func TestHoldSweepMutexUnlock(t *testing.T) {
 	f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/" + aNode}, zktest.Hold)
 	defer f.Disarm()
 	a.Unlock()
-	r45Struck(t, f, "a's delete")
+	zktest.AwaitStruck(t, f)
 	hsLose(t, p, s)
 	ares := make(chan r, 1)
 	go func() { h, err := a.LockContext(ctx); ares <- r{h, err} }()

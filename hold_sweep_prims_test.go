@@ -117,7 +117,7 @@ func TestHoldSweepWeightedRelease(t *testing.T) {
 	f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/leases/" + lease}, zktest.Hold)
 	defer f.Disarm()
 	a.Release(1)
-	r45Struck(t, f, "a's lease delete")
+	zktest.AwaitStruck(t, f)
 	hsLose(t, p, s)
 	ares := hsAsync(func() error { return a.Acquire(ctx, 1) })
 	hsNone(t, "b's Acquire", bres)

@@ -61,7 +61,7 @@ func TestReviewCheckedLockGoneBetweenCreates(t *testing.T) {
 	defer cancel()
 	res := make(chan error, 1)
 	go func() { res <- w.Acquire(ctx, 2) }()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	first := awaitChildren(t, obs, path+"/leases", 1)[0]
 	lock := awaitChildren(t, obs, path+"/locks", 1)[0]
 	if !zkconn.Kin(first, lock) {
@@ -104,7 +104,7 @@ func TestReviewCheckedTryAcquireLockGone(t *testing.T) {
 	defer f.Disarm()
 	res := make(chan bool, 1)
 	go func() { res <- w.TryAcquire(1) }()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	lock := awaitChildren(t, obs, path+"/locks", 1)[0]
 	if err := obs.Delete(path+"/locks/"+lock, -1); err != nil {
 		t.Fatal(err)

@@ -104,7 +104,7 @@ func TestReviewElectionObserveMissesLeaderWrite(t *testing.T) {
 			}
 		}
 	}()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	e := dsync.NewElection(dial(t, []string{shared.Addr()}), path)
 	if _, err := e.Campaign(ctx, "first"); err != nil {
 		t.Fatal(err)

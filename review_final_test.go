@@ -70,7 +70,7 @@ func TestReviewFinalTryLockSpinsOnStaleDeleting(t *testing.T) {
 	f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: n1}, zktest.Drop)
 	defer f.Disarm()
 	m1.Unlock()
-	<-f.Struck() // applied (NoAuth), reply swallowed: n1 stays, its delete pending
+	zktest.AwaitStruck(t, f) // applied (NoAuth), reply swallowed: n1 stays, its delete pending
 
 	m2 := dsync.NewMutex(s, path)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -56,7 +56,7 @@ func TestReviewHoldRewatchCutThenDelete(t *testing.T) {
 	if _, err := obs.Set(node, []byte("written"), -1); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitState(t, sub, zkconn.StateSuspended)
 	if err := held.Err(); err != nil {
 		t.Fatalf("a LostOnExpiry hold ended on a suspension during its rewatch: %v", context.Cause(held))
@@ -91,7 +91,7 @@ func TestReviewHoldRewatchLostReplyThenRevoke(t *testing.T) {
 	if _, err := obs.Set(node, nil, -1); err != nil { // empty data, a new version
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitState(t, sub, zkconn.StateReconnected)
 	awaitWatch(t, srv, node, id) // the rewatch, sent again
 	select {
@@ -144,7 +144,7 @@ func TestReviewHoldUnlockDuringStuckRewatch(t *testing.T) {
 	if _, err := obs.Set(node, []byte("written"), -1); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	h, err := s.Current(context.Background()) // the connection the rewatch is out on
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestReviewHoldUnlockDuringStuckRewatch(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Unlock blocked behind a rewatch whose reply never comes")
 	}
-	<-del.Struck() // Unlock returned once its delete was written
+	zktest.AwaitStruck(t, del) // Unlock returned once its delete was written
 	select {
 	case <-h.Suspended():
 		t.Fatal("Unlock's delete was written only once the connection the rewatch was out on had dropped: " +
@@ -197,7 +197,7 @@ func TestReviewHoldSuspendDuringStuckRewatch(t *testing.T) {
 	if _, err := obs.Set(node, []byte("written"), -1); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	if err := held.Err(); err != nil {
 		t.Fatalf("hold ended on a write: %v", context.Cause(held))
 	}
@@ -319,7 +319,7 @@ func TestReviewHoldDeletedBetweenClaimAndHold(t *testing.T) {
 	defer sub.Stop()
 	f := px.Strike(zktest.Match{Op: zktest.OpGetData, Path: nodeW}, zktest.Cut)
 	holder.Unlock()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitState(t, sub, zkconn.StateSuspended)
 	if err := obs.Delete(nodeW, -1); err != nil {
 		t.Fatal(err)

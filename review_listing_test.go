@@ -67,7 +67,7 @@ func TestReviewListingJoinFaults(t *testing.T) {
 				}
 				res <- err
 			}()
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			if action == zktest.Drop {
 				awaitChildren(t, obs, path, 2)
 				p.Cut()
@@ -100,7 +100,7 @@ func TestReviewListingTryLockFaults(t *testing.T) {
 			if _, err := b.TryLockContext(ctx); !errors.Is(err, dsync.ErrWouldBlock) {
 				t.Fatalf("b.TryLockContext = %v; want ErrWouldBlock", err)
 			}
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			awaitChildren(t, obs, path, 1)
 			a.Unlock()
 			awaitChildren(t, obs, path, 0)
@@ -186,7 +186,7 @@ func TestReviewStaleListingAfterLostCreateReply(t *testing.T) {
 		held, err := b.LockContext(ctx)
 		resB <- result{held, err}
 	}()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	// The create and the listing sent behind it have reached the server
 	// (a busy wait on a counter, not a sleep: the listing goes out as soon
 	// as the create is written).

@@ -65,14 +65,14 @@ func TestReviewR26CallsHonourCtxInPartition(t *testing.T) {
 			f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: e.Key()}, zktest.BlackHole)
 			res := make(chan error, 1)
 			go func() { res <- e.Resign(ctx) }()
-			<-f.Struck() // the delete is in the black hole: Resign waits for it
+			zktest.AwaitStruck(t, f) // the delete is in the black hole: Resign waits for it
 			return res, path, 0
 		}},
 		{"Election.Leader", func(t *testing.T, p *zktest.Proxy, s, other *zkconn.Session, path string, ctx context.Context) (<-chan error, string, int) {
 			f := p.Strike(zktest.Match{Op: zktest.OpGetChildren2, Path: path}, zktest.BlackHole)
 			res := make(chan error, 1)
 			go func() { _, err := dsync.NewElection(s, path).Leader(ctx); res <- err }()
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			return res, path, 0
 		}},
 		{"Election.Observe", func(t *testing.T, p *zktest.Proxy, s, other *zkconn.Session, path string, ctx context.Context) (<-chan error, string, int) {
@@ -144,14 +144,14 @@ func TestReviewR26CallsHonourCtxInPartition(t *testing.T) {
 				}
 				res <- err
 			}()
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			return res, path, 1 // the Count's node
 		}},
 		{"Value.Get", func(t *testing.T, p *zktest.Proxy, s, other *zkconn.Session, path string, ctx context.Context) (<-chan error, string, int) {
 			f := p.Strike(zktest.Match{Op: zktest.OpSync, Path: path + "/v"}, zktest.BlackHole)
 			res := make(chan error, 1)
 			go func() { _, err := dsync.NewCount(s, path+"/v", 0).Get(ctx); res <- err }()
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			return res, path, 0
 		}},
 	} {

@@ -62,7 +62,7 @@ func TestReviewR33TryAcquireAfterAbandonedCreate(t *testing.T) {
 			defer cancel()
 			res := make(chan error, 1)
 			go func() { res <- w.Acquire(ctx, 1) }()
-			<-f.Struck() // applied, its reply swallowed
+			zktest.AwaitStruck(t, f) // applied, its reply swallowed
 			orphan := awaitChildren(t, obs, path+tc.under, 1)
 			cancel()
 			if err := <-res; !errors.Is(err, context.Canceled) {
@@ -305,7 +305,7 @@ func TestReviewR33TryAcquireAfterLostLeaseCreate(t *testing.T) {
 	defer cancel()
 	res := make(chan error, 1)
 	go func() { res <- w.Acquire(ctx, 1) }()
-	<-f.Struck() // applied, the connection closed before its reply
+	zktest.AwaitStruck(t, f) // applied, the connection closed before its reply
 	orphan := awaitChildren(t, obs, leases, 1)
 	forget := p.Strike(zktest.Match{Op: zktest.OpGetChildren2, Path: leases}, zktest.Drop)
 	defer forget.Disarm()
@@ -314,7 +314,7 @@ func TestReviewR33TryAcquireAfterLostLeaseCreate(t *testing.T) {
 		t.Fatalf("Acquire = %v; want context.Canceled", err)
 	}
 	rlAwait(t, sub, zkconn.StateReconnected)
-	<-forget.Struck() // forgetProtected's listing, the first of the leases after the reconnect
+	zktest.AwaitStruck(t, forget) // forgetProtected's listing, the first of the leases after the reconnect
 	ok := w.TryAcquire(1)
 	got := children(t, obs, leases)
 	if ok {
@@ -503,7 +503,7 @@ func TestReviewR33ReleaseManyBlocksWhileAuthResent(t *testing.T) {
 	p.Cut()
 	rlAwait(t, sub, zkconn.StateSuspended)
 	rlAwait(t, sub, zkconn.StateReconnected)
-	<-f.Struck() // the re-sent credentials went into the black hole
+	zktest.AwaitStruck(t, f) // the re-sent credentials went into the black hole
 
 	start := time.Now()
 	done := make(chan struct{})

@@ -68,7 +68,7 @@ func TestReviewR34CreateReplySwallowedThenCtxEnds(t *testing.T) {
 		_, err := b.LockContext(ctxB)
 		res <- err
 	}()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	kids := orderedNames(awaitChildren(t, obs, path, 2)) // b's create is applied
 	nodeB := path + "/" + kids[1]
 	cancelB()
@@ -121,7 +121,7 @@ func TestReviewR34AbandonedDeleteReplySwallowedBlocksGate(t *testing.T) {
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Fatalf("m.LockContext = %v; want context.Canceled", err)
 	}
-	<-f.Struck() // applied, reply swallowed
+	zktest.AwaitStruck(t, f) // applied, reply swallowed
 	awaitChildren(t, obs, path, 1)
 	a.Unlock()
 	awaitChildren(t, obs, path, 0) // the lock is free
@@ -151,7 +151,7 @@ func TestReviewR34ReleaseReplySwallowedNextLockProceeds(t *testing.T) {
 	f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Drop)
 	defer f.Disarm()
 	m.Unlock()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	ctx2, cancel2 := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel2()
 	held, err := m.LockContext(ctx2)
@@ -253,7 +253,7 @@ func TestReviewR34HandoffMultiStruck(t *testing.T) {
 			f := l.p.Strike(zktest.Match{Op: zktest.OpDelete, Path: l.nodeA}, action)
 			defer f.Disarm()
 			l.a.Unlock()
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			if action == zktest.Cut {
 				rvWaits(t, l.wres, "w while a's release is not applied")
 			}
@@ -316,7 +316,7 @@ func TestReviewR34TakeBackStruck(t *testing.T) {
 			if r := <-xres; !errors.Is(r.err, context.Canceled) {
 				t.Fatalf("x = %v; want context.Canceled", r.err)
 			}
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			awaitWatch(t, shared, nodeH, sessionID(t, sw)) // w follows h now
 			rvWaits(t, wres, "w while h holds")
 			h.Unlock()
@@ -410,7 +410,7 @@ func TestReviewR34LockAfterUnlockCut(t *testing.T) {
 		node := path + "/" + awaitChildren(t, obs, path, 1)[0]
 		f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, zktest.Cut)
 		m.Unlock()
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 		held, err := m.LockContext(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -493,7 +493,7 @@ func TestReviewR34DeadlineAtEachJoinRequest(t *testing.T) {
 				cancelX()
 				<-xres
 			}
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			err := <-res
 			deadline, _ := ctx.Deadline()
 			if late := time.Since(deadline); late > slack {

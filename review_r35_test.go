@@ -57,7 +57,7 @@ func TestReviewR35TryAfterGiveUpInFlight(t *testing.T) {
 			defer cancel()
 			res := make(chan error, 1)
 			go func() { res <- giveUp(ctx) }()
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			orphan := awaitChildren(t, obs, path, 1) // applied, its reply swallowed
 			cancel()
 			if err := <-res; !errors.Is(err, context.Canceled) {

@@ -35,7 +35,7 @@ func TestReviewR36WeightedTryAfterLeaseGiveUp(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		res := make(chan error, 1)
 		go func() { res <- w.Acquire(ctx, 1) }()
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 		awaitChildren(t, obs, leases, 1) // applied, its reply swallowed
 		cancel()
 		if err := <-res; !errors.Is(err, context.Canceled) {
@@ -75,7 +75,7 @@ func TestReviewR36TryLockAfterDowngradeGiveUp(t *testing.T) {
 		ctx, cancel := context.WithCancel(held)
 		res := make(chan error, 1)
 		go func() { _, err := rw.RLockContext(ctx); res <- err }()
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 		awaitChildren(t, obs, path, 2) // applied, its reply swallowed
 		cancel()
 		if err := <-res; !errors.Is(err, context.Canceled) {

@@ -37,7 +37,7 @@ func TestReviewR37LockNoDoneCreateReplyDropped(t *testing.T) {
 			_, err := m.LockContext(context.WithoutCancel(context.Background()))
 			res <- err
 		}()
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 		awaitChildren(t, obs, path, 1)
 		if err := <-res; err != nil {
 			t.Fatalf("round %d: lock = %v", round, err)

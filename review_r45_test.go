@@ -38,16 +38,6 @@ func r45Proxied(t *testing.T) (*zktest.Proxy, *zkconn.Session) {
 	return p, dial(t, []string{p.Addr()}, zkconn.WithSessionTimeout(10*time.Second))
 }
 
-// r45Struck waits for f within the review bound.
-func r45Struck(t *testing.T, f *zktest.Fault, what string) {
-	t.Helper()
-	select {
-	case <-f.Struck():
-	case <-time.After(reviewBound):
-		t.Fatalf("the fault on %s never struck", what)
-	}
-}
-
 // r45Only returns the single child of path that is not in others.
 func r45Only(t *testing.T, obs *zk.Conn, path string, n int, others ...string) string {
 	t.Helper()
@@ -93,7 +83,7 @@ func TestReviewR45MutexReleaseFaultCuratorBehind(t *testing.T) {
 				curatorWaits(t, behind, "Curator behind the dsync holder")
 				f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: node}, a)
 				m.Unlock()
-				r45Struck(t, f, "the release's delete")
+				zktest.AwaitStruck(t, f)
 				if held.Err() == nil {
 					t.Fatal("hold context live after Unlock")
 				}
@@ -138,7 +128,7 @@ func TestReviewR45MutexCreateFaultWhileCuratorReleases(t *testing.T) {
 			fnode := strings.TrimPrefix(first.Node(), path+"/")
 			f := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: path + "/", Prefix: true}, a)
 			res := lockRW(ctx, m.LockContext)
-			r45Struck(t, f, "dsync's create")
+			zktest.AwaitStruck(t, f)
 			mine := r45Only(t, obs, path, 2, fnode)
 			behind := holdCurator(t, ctx, curator.Mutex, path)
 			awaitChildren(t, obs, path, 3)
@@ -188,7 +178,7 @@ func TestReviewR45WeightedLeaseCreateFaultCuratorHolds(t *testing.T) {
 			f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: leases + "/", Prefix: true}, a)
 			res := make(chan error, 1)
 			go func() { res <- w.Acquire(ctx, 1) }()
-			r45Struck(t, f, "dsync's lease create")
+			zktest.AwaitStruck(t, f)
 			awaitClientWatch(t, connOf(t, s), leases, res) // waiting for room
 			mine := r45Leases(t, obs, path, 2, xl)
 			if len(mine) != 1 || !zkconn.IsNative(mine[0]) {
@@ -250,7 +240,7 @@ func TestReviewR45WeightedGiveUpFaultCuratorBehind(t *testing.T) {
 				if d := time.Since(start); d > 2*time.Second {
 					t.Errorf("Acquire returned %v after its ctx ended", d)
 				}
-				r45Struck(t, f, "a give-up delete")
+				zktest.AwaitStruck(t, f)
 				// dsync's nodes go (their deletes are guaranteed, sent
 				// again after a Cut's reconnect, the lock node's maybe
 				// before the lease's: the Curator head then waits on
@@ -382,7 +372,7 @@ func TestReviewR45DowngradeFaultCuratorWriterBehind(t *testing.T) {
 				defer dcancel()
 				start := time.Now()
 				rctx, err := rw.RLockContext(dctx)
-				r45Struck(t, f, "the downgrade's transaction")
+				zktest.AwaitStruck(t, f)
 				if policy == dsync.LostOnSuspension {
 					if err == nil {
 						t.Fatalf("downgrade succeeded with the write hold lost (%v)", context.Cause(wctx))
@@ -476,7 +466,7 @@ func TestReviewR45ElectionResignFaultLatchBehind(t *testing.T) {
 			if rerr != nil && !errors.Is(rerr, context.DeadlineExceeded) {
 				t.Errorf("Resign = %v", rerr)
 			}
-			r45Struck(t, f, "Resign's delete")
+			zktest.AwaitStruck(t, f)
 			if led.Err() == nil {
 				t.Fatal("leadership context live after Resign")
 			}
@@ -541,7 +531,7 @@ func TestReviewR45RevokeHoldersFaultCuratorRevocable(t *testing.T) {
 			rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 			defer rcancel()
 			asked, err := dsync.RevokeHolders(rctx, s, path)
-			r45Struck(t, f, "the revocation write")
+			zktest.AwaitStruck(t, f)
 			switch {
 			case err == nil && len(asked) == 1 && asked[0].Path == jh.Node():
 			case a != zktest.Cut && len(asked) == 0 &&

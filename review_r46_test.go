@@ -113,7 +113,7 @@ func TestReviewR46WeightedCountRaisedAfterFault(t *testing.T) {
 				res := make(chan error, 1)
 				go func() { res <- w.Acquire(ctx, 1) }()
 				if f != nil {
-					r45Struck(t, f, at)
+					zktest.AwaitStruck(t, f)
 				}
 				awaitClientWatch(t, connOf(t, s), leases, res) // waiting for room
 				y := r46HoldSem(t, ctx, path, cpath)
@@ -123,7 +123,7 @@ func TestReviewR46WeightedCountRaisedAfterFault(t *testing.T) {
 				}
 				r46Set(t, ctx, writer, 2)
 				if at == "count-reread" {
-					r45Struck(t, f, at)
+					zktest.AwaitStruck(t, f)
 				}
 				if err := reviewRecv(t, "dsync Acquire", res); err != nil {
 					t.Fatal(err)
@@ -196,7 +196,7 @@ func TestReviewR46WeightedCountLoweredWhileWaiting(t *testing.T) {
 						t.Fatalf("count %v, %v after a write of 1 with an unknown outcome; want 1", v, err)
 					}
 				}
-				r45Struck(t, f, "the count's read after its change")
+				zktest.AwaitStruck(t, f)
 				// The release fires dsync's watch: it lists the leases
 				// (served: relisted), and, finding no room, lists them
 				// again with a watch (served: rewatched).
@@ -242,7 +242,7 @@ func TestReviewR46WeightedCountReleaseFault(t *testing.T) {
 			curatorWaits(t, y, "Curator client while dsync holds 1 of 1")
 			f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: leases + "/", Prefix: true}, a)
 			w.Release(1)
-			r45Struck(t, f, "the release's delete")
+			zktest.AwaitStruck(t, f)
 			awaitCurator(t, ctx, y, "Curator client")
 			r46Leases(t, obs, path, r46Lease(y))
 			res := make(chan error, 1)
@@ -307,7 +307,7 @@ func TestReviewR46SemaphoreMutexFaultCuratorAround(t *testing.T) {
 				}
 				res := lockRW(ctx, m.LockContext)
 				if pt.op == zktest.OpCreate {
-					r45Struck(t, f, pt.name)
+					zktest.AwaitStruck(t, f)
 				}
 				mine := r45Leases(t, obs, path, 2, strings.TrimPrefix(x.Node(), leases+"/"))
 				if len(mine) != 1 || !zkconn.IsNative(mine[0]) {
@@ -318,7 +318,7 @@ func TestReviewR46SemaphoreMutexFaultCuratorAround(t *testing.T) {
 				releaseCurator(t, x)
 				held := awaitLocked(t, res, "dsync LockContext")
 				if pt.name == "lock-delete" {
-					r45Struck(t, f, pt.name)
+					zktest.AwaitStruck(t, f)
 				}
 				// The second Curator client is the head once dsync's lock
 				// node is gone, and waits with its lease.
@@ -335,7 +335,7 @@ func TestReviewR46SemaphoreMutexFaultCuratorAround(t *testing.T) {
 				}
 				m.Unlock()
 				if pt.name == "lease-delete" {
-					r45Struck(t, f, pt.name)
+					zktest.AwaitStruck(t, f)
 				}
 				awaitCurator(t, ctx, y, "second Curator client")
 				r46Leases(t, obs, path, strings.TrimPrefix(y.Node(), leases+"/"))
@@ -390,7 +390,7 @@ func TestReviewR46MultiLockFaultCuratorMultiAround(t *testing.T) {
 					awaitChildren(t, obs, a, 2)
 					releaseCurator(t, x)
 					if f != nil {
-						r45Struck(t, f, pt.name)
+						zktest.AwaitStruck(t, f)
 					}
 					held := awaitLocked(t, res, "dsync MultiLock")
 					for _, q := range []string{a, b} {
@@ -409,7 +409,7 @@ func TestReviewR46MultiLockFaultCuratorMultiAround(t *testing.T) {
 					}
 					ml.Unlock()
 					if pt.op == zktest.OpDelete {
-						r45Struck(t, f, pt.name)
+						zktest.AwaitStruck(t, f)
 					}
 					if held.Err() == nil {
 						t.Fatal("hold context live after Unlock")
@@ -445,7 +445,7 @@ func TestReviewR46MultiLockCtxEndsAtSecondCreate(t *testing.T) {
 			f := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: b + "/", Prefix: true}, act)
 			lctx, cancel := context.WithCancel(ctx)
 			res := lockRW(lctx, ml.LockContext)
-			r45Struck(t, f, "the create at b")
+			zktest.AwaitStruck(t, f)
 			cancel()
 			start := time.Now()
 			if r := reviewRecv(t, "MultiLock.LockContext", res); !errors.Is(r.err, context.Canceled) {
@@ -530,7 +530,7 @@ func TestReviewR46ParticipantsUnderFaults(t *testing.T) {
 						if d := time.Since(start); d > bound+500*time.Millisecond {
 							t.Errorf("Participants took %v with a %v ctx", d, bound)
 						}
-						r45Struck(t, f, pt.name)
+						zktest.AwaitStruck(t, f)
 						if a == zktest.BlackHole {
 							if !errors.Is(err, context.DeadlineExceeded) {
 								t.Fatalf("Participants = %v, %v; want context.DeadlineExceeded", ps, err)

@@ -46,7 +46,7 @@ func TestReviewR48WeightedLeasesLostBeforeHandedOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AcquireLeases = %v", err)
 	}
-	r45Struck(t, f, "the second lease's watch")
+	zktest.AwaitStruck(t, f)
 	var mine []string
 	for _, l := range ls {
 		if l.Context().Err() != nil {
@@ -89,7 +89,7 @@ func TestReviewR48WeightedWatchFailsDuringGrant(t *testing.T) {
 		}
 		res <- err
 	}()
-	r45Struck(t, f, "the second lease's watch")
+	zktest.AwaitStruck(t, f)
 	cancel()
 	start := time.Now()
 	if err := reviewRecv(t, "AcquireLeases", res); !errors.Is(err, context.Canceled) {
@@ -206,7 +206,7 @@ func TestReviewR48OwnNodeRewatchHonoursCtx(t *testing.T) {
 	if _, err := obs.Set(nodeW, []byte("operator"), -1); err != nil {
 		t.Fatal(err)
 	}
-	r45Struck(t, f, "the watch set again on W's node")
+	zktest.AwaitStruck(t, f)
 	cancel()
 	start := time.Now()
 	r := reviewRecv(t, "LockContext", wres)
@@ -261,7 +261,7 @@ func TestReviewR48DowngradeBornLost(t *testing.T) {
 			if _, err := rw.RLockContext(tc.ctx(held)); !errors.Is(err, tc.want) {
 				t.Fatalf("RLockContext(write hold) = %v; want %v", err, tc.want)
 			}
-			r45Struck(t, f, "the read hold's read")
+			zktest.AwaitStruck(t, f)
 			awaitLost(t, held, "suspended")
 			rw.Unlock()
 			awaitChildren(t, obs, path, 0)

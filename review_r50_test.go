@@ -110,7 +110,7 @@ func TestReviewR50DowngradeWatchCtxEnds(t *testing.T) {
 	dctx, cancel := context.WithCancel(held)
 	defer cancel()
 	res := lockRW(dctx, rw.RLockContext)
-	r45Struck(t, f, "the read node's watch")
+	zktest.AwaitStruck(t, f)
 	cancel()
 	start := time.Now()
 	if r := reviewRecv(t, "RLockContext", res); !errors.Is(r.err, context.Canceled) {
@@ -204,7 +204,7 @@ func TestReviewR50TryRelistFails(t *testing.T) {
 				if !refused {
 					f := p.Strike(zktest.Match{Op: zktest.OpGetChildren2, Path: path + tc.parent}, zktest.Drop)
 					open()
-					r45Struck(t, f, "the listing again")
+					zktest.AwaitStruck(t, f)
 					cancel()
 					r50TryCanceled(t, res, time.Now())
 					reviewRecv(t, "the held-back delete", settled)
@@ -280,7 +280,7 @@ func TestReviewR50CheckedWaiterNodeDeleted(t *testing.T) {
 	if err := reviewRecv(t, "B's Acquire", bres); !errors.Is(err, context.Canceled) {
 		t.Fatalf("B's Acquire = %v; want context.Canceled", err)
 	}
-	r45Struck(t, listed, "W's listing again")
+	zktest.AwaitStruck(t, listed)
 	r45Only(t, obs, locks, 2, nodeA) // W queued again
 	if got := r45Only(t, obs, path+"/leases", 2, lease); got != leaseA {
 		t.Fatalf("leases besides H's = %s; want only A's %s", got, leaseA)
@@ -363,7 +363,7 @@ func TestReviewR50WriterRetakesAfterReads(t *testing.T) {
 			}
 			f := p.Strike(zktest.Match{Op: zktest.OpGetData, Path: nodeW}, zktest.Drop)
 			rw.RUnlock()
-			r45Struck(t, f, "the write node's read")
+			zktest.AwaitStruck(t, f)
 			cancel()
 			start := time.Now()
 			if r := reviewRecv(t, "LockContext", wres); !errors.Is(r.err, context.Canceled) {

@@ -189,7 +189,7 @@ func r66TakeBackLive(t *testing.T, action zktest.Action) {
 	if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitWatch(t, shared, l.nodeX, l.idW) // W follows X again
 	awaitWatch(t, shared, l.nodeX+".handoff", l.idW)
 	l.waiting(t, ctx)
@@ -296,7 +296,7 @@ func r66Downgrade(t *testing.T, action zktest.Action) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitChildren(t, q.obs, q.path, 3)
 	q.readNode(t) // W2 follows the read node
 	t.Logf("W2's requests from the downgrade until it follows the read node: %d", q.p.Requests()-before)
@@ -377,7 +377,7 @@ func TestReviewR66TakeBackOwnNodeDeleted(t *testing.T) {
 	if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	if err := l.obs.Delete(l.nodeW, -1); err != nil {
 		t.Fatal(err)
 	}

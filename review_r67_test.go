@@ -96,7 +96,7 @@ func r67Checked(t *testing.T, action zktest.Action) {
 	if _, err := obs.Set(nodeC, []byte("operator"), -1); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitWatch(t, shared, nodeC, idD)
 	awaitWatch(t, shared, nodeC+".handoff", idD)
 	quiet := func(from int) {
@@ -168,7 +168,7 @@ func r67Election(t *testing.T, action zktest.Action) {
 	if _, err := obs.Set(nodeX, []byte("x2"), -1); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitWatch(t, shared, nodeX, idW)
 	awaitWatch(t, shared, nodeX+".handoff", idW)
 	if err := a.Resign(ctx); err != nil {

@@ -211,7 +211,7 @@ func r68DowngradeAfterWrites(t *testing.T, n int, action zktest.Action) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitChildren(t, obs, path, 3)
 	var rnode string
 	for _, k := range children(t, obs, path) {
@@ -262,14 +262,14 @@ func TestReviewR68NodeAtSignal(t *testing.T) {
 	if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
 		t.Fatal(err)
 	}
-	<-m1.Struck()
-	<-e1.Struck()
+	zktest.AwaitStruck(t, m1)
+	zktest.AwaitStruck(t, e1)
 	if _, err := l.obs.Create(sig, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	e2 := l.p.Strike(zktest.Match{Op: zktest.OpExists, Path: sig}, zktest.Pass)
 	l.p.Heal()
-	<-e2.Struck()
+	zktest.AwaitStruck(t, e2)
 	awaitWatch(t, shared, l.nodeX, l.idW)
 	r66Flush(t, ctx, l.sw, l.path)
 	if err := l.obs.Delete(sig, -1); err != nil {

@@ -86,7 +86,7 @@ func r71SessionLost(t *testing.T, atTakeBack bool) {
 		if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
 			t.Fatal(err)
 		}
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 	}
 	l.p.BlackHole() // new connections too, until the session is lost
 	for lost := false; !lost; {

@@ -88,7 +88,7 @@ func r77ObserveMissing(t *testing.T, ctx context.Context, p *zktest.Proxy, e *ds
 	}
 	got := r77Observe(t, ctx, e)
 	for _, f := range faults {
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 	}
 	return got
 }

@@ -47,12 +47,12 @@ func TestReviewR80ObserveSharedChildrenFault(t *testing.T) {
 			fa := strike()
 			a := r77Observe(t, octx, e)
 			for _, f := range fa {
-				<-f.Struck()
+				zktest.AwaitStruck(t, f)
 			}
 			fb := strike()
 			b := r77Observe(t, octx, e)
 			for _, f := range fb {
-				<-f.Struck()
+				zktest.AwaitStruck(t, f)
 			}
 			ls := dial(t, []string{shared.Addr()})
 			for i := range 4 {

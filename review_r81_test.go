@@ -261,7 +261,7 @@ func r81OwnNodeDeletedBehind(t *testing.T, same bool) {
 	defer cancel()
 	l := r81MutexesOn(t, ctx, same, zkconn.WithSessionTimeout(20*time.Second))
 	_, f := l.revokeHeldX(t, ctx, zktest.BlackHole)
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	if err := l.obs.Delete(l.nodeW, -1); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestReviewR81ReleaseWhileTakeBackDeaf(t *testing.T) {
 	defer cancel()
 	l := r81Mutexes(t, ctx, zkconn.WithSessionTimeout(20*time.Second))
 	_, f := l.revokeHeldX(t, ctx, zktest.BlackHole)
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	l.x.Unlock()
 	awaitChildren(t, l.obs, l.path, 2) // W and Y
 	l.yQuiet(t, ctx, "W is first")
@@ -315,7 +315,7 @@ func r81ReleaseThenGiveUp(t *testing.T, action zktest.Action) {
 	defer cancel()
 	l := r81Mutexes(t, ctx, zkconn.WithSessionTimeout(20*time.Second))
 	_, f := l.revokeHeldX(t, ctx, action)
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	l.x.Unlock()
 	awaitChildren(t, l.obs, l.path, 2) // W and Y
 	l.wcancel()
@@ -361,7 +361,7 @@ func TestReviewR81TakeBackAfterOwnNodeDeletedFiresNobody(t *testing.T) {
 	if err := dsync.Revoke(ctx, l.sa, l.nodeX); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	if err := l.obs.Delete(l.nodeW, -1); err != nil {
 		t.Fatal(err)
 	}

@@ -298,7 +298,7 @@ func TestReviewR93Ensemble(t *testing.T) {
 			}
 			got <- ls
 		}()
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 		obs := observer(t, e.Addrs()...)
 		awaitChildren(t, obs, path+"/leases", 2)
 		// b's session is on the other server now, and waits there.
@@ -450,7 +450,7 @@ func TestReviewR93Ensemble(t *testing.T) {
 		kids := awaitChildren(t, obs, path, 2)
 		f := cur.Strike(zktest.Match{Op: zktest.OpDelete, Path: path + "/", Prefix: true}, zktest.BlackHole)
 		holder.Unlock()
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 		if err := e.Server(leader).Stop(); err != nil {
 			t.Fatal(err)
 		}

@@ -58,7 +58,7 @@ func TestReviewReleaseUnlockBlocksWhileAuthResent(t *testing.T) {
 	p.Cut()
 	rlAwait(t, sub, zkconn.StateSuspended)
 	rlAwait(t, sub, zkconn.StateReconnected)
-	<-f.Struck() // the re-sent credentials went into the black hole
+	zktest.AwaitStruck(t, f) // the re-sent credentials went into the black hole
 
 	start := time.Now()
 	done := make(chan struct{})

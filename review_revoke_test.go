@@ -228,7 +228,7 @@ func TestReviewRevokeLostReplyThenReleased(t *testing.T) {
 	f := p.Strike(zktest.Match{Op: zktest.OpSetData, Path: node}, zktest.Drop)
 	res := make(chan error, 1)
 	go func() { res <- dsync.Revoke(ctx, revoker, node) }()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitClosed(t, dsync.Revoked(held), "Revoked after the write whose reply was dropped")
 	m.Unlock() // the holder complies
 	awaitChildren(t, obs, path, 0)
@@ -285,8 +285,8 @@ func TestReviewRevokeHoldersRacingHandoff(t *testing.T) {
 				asked, err := dsync.RevokeHolders(ctx, admin, path)
 				res <- result{asked, err}
 			}()
-			<-f.Struck() // swallowed, not applied
-			a.Unlock()   // handoff to B
+			zktest.AwaitStruck(t, f) // swallowed, not applied
+			a.Unlock()               // handoff to B
 			r := <-got
 			if r.err != nil {
 				t.Fatal(r.err)
@@ -359,7 +359,7 @@ func TestReviewRevokeUnlockWithRearmOut(t *testing.T) {
 	if err := dsync.Revoke(ctx, dial(t, []string{shared.Addr()}), node); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	h, err := s.Current(ctx) // the connection the re-arm is out on
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func TestReviewRevokeUnlockWithRearmOut(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Unlock waits on the re-arm read whose reply never comes")
 	}
-	<-del.Struck() // Unlock returned once its delete was written
+	zktest.AwaitStruck(t, del) // Unlock returned once its delete was written
 	select {
 	case <-h.Suspended():
 		t.Fatal("Unlock's delete was written only once the connection the re-arm was out on had dropped: " +
@@ -408,7 +408,7 @@ func TestReviewRevokeLoseReplyWritesOnce(t *testing.T) {
 	if err := dsync.Revoke(ctx, dial(t, []string{p.Addr()}), node); err != nil {
 		t.Fatalf("Revoke with its reply lost = %v; want nil (it reads its write back)", err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitClosed(t, dsync.Revoked(held), "Revoked")
 	if _, st, err := obs.Get(node); err != nil || st.Version != 1 {
 		t.Fatalf("node version = %v (err %v); want 1: one write", st, err)
@@ -446,7 +446,7 @@ func TestReviewRevokeMultiCanceledMidCreate(t *testing.T) {
 			_, err := ml.LockContext(ctx)
 			res <- err
 		}()
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 		cancel()
 		if err := <-res; !errors.Is(err, context.Canceled) {
 			t.Fatalf("attempt %d: LockContext = %v; want context.Canceled", attempt, err)
@@ -625,7 +625,7 @@ func TestReviewRevokeRearmAcrossReconnectSeesEveryRequest(t *testing.T) {
 	if _, err := obs.Set(node, nil, -1); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	if err := dsync.Revoke(ctx, dial(t, []string{shared.Addr()}), node); err != nil {
 		t.Fatal(err)
 	}
@@ -731,7 +731,7 @@ func TestReviewRevokeUnlockAsConnectionDropsOrphansNode(t *testing.T) {
 		if err := dsync.Revoke(ctx, revoker, node); err != nil {
 			t.Fatal(err)
 		}
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 		ml.Unlock() // the holder complies at once
 		goneA, goneB := rrChildrenNone(t, obs, path+"/a"), rrChildrenNone(t, obs, path+"/b")
 		for range 2 {

@@ -168,7 +168,7 @@ func TestReviewRWReaderSignalWatchLeaksWhenSetAfterHandoff(t *testing.T) {
 	f := proxy.Strike(zktest.Match{Op: zktest.OpGetData, Path: p.Path}, zktest.BlackHole)
 	defer f.Disarm()
 	rdone := rvGo(ctx, reader.RLockContext)
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitChildren(t, obs, path, 3)
 	w0.Unlock()
 	rvHeld(t, w1done, "second writer")
@@ -227,7 +227,7 @@ func TestReviewRWDowngradeReusesNodeWhileDeleteOutstanding(t *testing.T) {
 	f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: down.Path}, zktest.Drop)
 	defer f.Disarm()
 	rw.RUnlock()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitChildren(t, obs, path, 1) // the delete was applied; its reply never comes
 
 	dctx, dcancel := context.WithTimeout(wctx, 3*time.Second)
@@ -373,7 +373,7 @@ func TestReviewRWDowngradeErasesRevocationRequest(t *testing.T) {
 	if err := dsync.Revoke(ctx, dial(t, []string{shared.Addr()}), wnode); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck() // the holder's re-read saw __REVOKE__; it is never told
+	zktest.AwaitStruck(t, f) // the holder's re-read saw __REVOKE__; it is never told
 	if _, err := rw.RLockContext(wctx); err != nil {
 		t.Fatal(err)
 	}

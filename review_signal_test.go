@@ -426,7 +426,7 @@ func TestReviewGiveUpSignalLostWithConnection(t *testing.T) {
 	<-gone             // applied: W's watch on X's signal fired on the server
 	resent := st.p.Strike(zktest.Match{Op: zktest.OpSetWatches}, zktest.Drop)
 	st.p.Heal() // W's connection closes; the notification is lost
-	<-resent.Struck()
+	zktest.AwaitStruck(t, resent)
 	st.giveUpX(t)
 	st.a.Unlock()
 	st.checkNoWatch(t)
@@ -444,7 +444,7 @@ func TestReviewGiveUpSignalBeforeSetWatches(t *testing.T) {
 	st := setupSignal(t, ctx, true)
 	cut := st.p.Strike(zktest.Match{Op: zktest.OpDelete, Path: st.nodeW}, zktest.Cut)
 	st.giveUpW(t)
-	<-cut.Struck()
+	zktest.AwaitStruck(t, cut)
 	awaitChildren(t, st.obs, st.path, 2) // sent again, and applied
 	st.giveUpX(t)
 	st.a.Unlock()
@@ -469,7 +469,7 @@ func TestReviewTakeBackAfterRevokedPredecessor(t *testing.T) {
 	awaitWatch(t, shared, st.nodeX, st.idW) // set again by W's second follow
 	cut := st.p.Strike(zktest.Match{Op: zktest.OpMulti, Path: st.nodeX + ".handoff"}, zktest.Cut)
 	st.giveUpX(t)
-	<-cut.Struck() // W's takeBack: cut, sent again on the next connection
+	zktest.AwaitStruck(t, cut) // W's takeBack: cut, sent again on the next connection
 	awaitChildren(t, st.obs, st.path, 2)
 	st.a.Unlock()
 	if err := <-st.wdone; err != nil {
@@ -510,7 +510,7 @@ func TestReviewFailedExistsKeepsUnwanted(t *testing.T) {
 	if err := dsync.Revoke(ctx, st.sa, st.nodeX); err != nil {
 		t.Fatal(err)
 	}
-	<-second.Struck() // W follows X again; that request's reply is gone
+	zktest.AwaitStruck(t, second) // W follows X again; that request's reply is gone
 	there, _, gone, err := st.obs.ExistsW(st.nodeW)
 	if err != nil || !there {
 		t.Fatalf("ExistsW(%s) = %v, %v", st.nodeW, there, err)

@@ -182,7 +182,7 @@ func TestReviewUnlockReturnsBeforeRelease(t *testing.T) {
 			t.Fatal("Unlock returned only once the connection its delete's reply was lost on had dropped: it waited for the reply")
 		default:
 		}
-		<-f.Struck()
+		zktest.AwaitStruck(t, f)
 		awaitChildren(t, obs, path, 0)
 	})
 	t.Run("Weighted", func(t *testing.T) {

@@ -43,7 +43,7 @@ func TestReviewUsurpFirstListingRetriedAfterUsurperLease(t *testing.T) {
 	defer cancel()
 	aRes := make(chan error, 1)
 	go func() { aRes <- a.Acquire(ctx, 1) }()
-	<-f.Struck()                             // A's first listing applied, its reply swallowed
+	zktest.AwaitStruck(t, f)                 // A's first listing applied, its reply swallowed
 	awaitChildren(t, obs, path+"/leases", 1) // A's lease made (its lock node existed)
 	locks := awaitChildren(t, obs, path+"/locks", 1)
 	if err := obs.Delete(path+"/locks/"+locks[0], -1); err != nil { // the operator

@@ -162,7 +162,7 @@ func TestReview2ExpiryBetweenCreateAndResentDelete(t *testing.T) {
 	if err := w.Acquire(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	p.BlackHole() // go-zookeeper waits a second before dialing its only server again
 	rlAwait(t, sub, zkconn.StateSuspended)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -144,7 +144,7 @@ func TestReviewWeightedWatchLeftWhenRoomBetweenListings(t *testing.T) {
 	defer f.Disarm()
 	res := make(chan error, 1)
 	go func() { res <- waiter.Acquire(ctx, 1) }()
-	<-f.Struck() // after the first listing, which showed the holder's lease
+	zktest.AwaitStruck(t, f) // after the first listing, which showed the holder's lease
 	holder.Release(1)
 	awaitChildren(t, obs, leases, 1) // the waiter's only
 	p.Heal()                         // the waiter reconnects and reads the count again
@@ -350,7 +350,7 @@ func TestReviewWeightedCancelOverrunDuringAuthResend(t *testing.T) {
 	p.Cut()
 	rlAwait(t, sub, zkconn.StateSuspended)
 	rlAwait(t, sub, zkconn.StateReconnected)
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	canceled := time.Now()
 	cancel()
 	if err := <-res; !errors.Is(err, context.Canceled) {

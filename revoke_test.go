@@ -362,7 +362,7 @@ func TestRevokeRearmLostConnection(t *testing.T) {
 	if err := dsync.Revoke(ctx, dial(t, []string{shared.Addr()}), node); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck() // the re-arm is out, and stays out
+	zktest.AwaitStruck(t, f) // the re-arm is out, and stays out
 	p.BlackHole()
 	p.Cut() // the connection drops, and no other comes up
 	select {
@@ -399,7 +399,7 @@ func TestRevokeRearmCut(t *testing.T) {
 	if err := dsync.Revoke(ctx, dial(t, []string{shared.Addr()}), node); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitClosed(t, dsync.Revoked(held), "Revoked after the read was cut")
 	if held.Err() != nil {
 		t.Fatalf("hold lost: %v", context.Cause(held))

@@ -343,7 +343,7 @@ func TestRWMutexDowngradeBeforeWatch(t *testing.T) {
 				_, err := other.LockContext(ctx)
 				wdone <- err
 			}()
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			if _, err := rw.RLockContext(wctx); err != nil {
 				t.Fatal(err)
 			}

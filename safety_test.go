@@ -98,7 +98,7 @@ func TestHoldLostWhileRewatching(t *testing.T) {
 	if _, err := obs.Set(node, []byte("__REVOKE__"), -1); err != nil {
 		t.Fatal(err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	p.BlackHole() // and the partition lasts
 	other := dsync.NewMutex(dial(t, []string{srv.Addr()}), path)
 	if _, err := other.LockContext(context.Background()); err != nil {

@@ -89,7 +89,7 @@ func TestSemaphoreMutexTokenDoesNotHoldUnlock(t *testing.T) {
 	f := p.Strike(zktest.Match{Op: zktest.OpGetData, Path: node}, zktest.Drop)
 	token := make(chan int64, 1)
 	go func() { token <- m.Token() }()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	m.Unlock()
 	select {
 	case tk := <-token:

@@ -42,7 +42,7 @@ func TestWeightedNextAcquireNeedsNoLockReply(t *testing.T) {
 	if err := w.Acquire(context.Background(), 1); err != nil {
 		t.Fatalf("first Acquire = %v", err)
 	}
-	<-f.Struck() // the internal lock's delete is applied; its reply never comes
+	zktest.AwaitStruck(t, f) // the internal lock's delete is applied; its reply never comes
 	// The delete, sent again on the next connection.
 	again := p.Strike(locks, zktest.Pass)
 	defer again.Disarm()
@@ -325,7 +325,7 @@ func TestWeightedHeadWhoseLockNodeWasDeletedMakesNoLease(t *testing.T) {
 	defer cancel()
 	first := make(chan error, 1)
 	go func() { first <- h1.Acquire(ctx, 1) }()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	lock := awaitChildren(t, obs, path+"/locks", 1)[0]
 	if err := obs.Delete(path+"/locks/"+lock, -1); err != nil {
 		t.Fatal(err)

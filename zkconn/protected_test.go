@@ -68,7 +68,7 @@ func TestCreateProtectedListingFails(t *testing.T) {
 	if err != nil || children != nil && !slices.Contains(children, node[len(root)+1:]) {
 		t.Fatalf("CreateProtectedListing with the listing cut = %q, %v, %v; want the node, and a listing that shows it or none", node, children, err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	if ok, st, err := h.Conn().Exists(node); err != nil || !ok || st.EphemeralOwner != h.ID() {
 		t.Fatalf("Exists(%s) = %v, %v; want a node of the session", node, ok, err)
 	}
@@ -102,7 +102,7 @@ func TestRecoveryCatchesUpFirst(t *testing.T) {
 				_, err := h.CreateProtected(ctx, parent, "lock-", nil)
 				res <- err
 			}()
-			<-f.Struck() // applied, its reply swallowed
+			zktest.AwaitStruck(t, f) // applied, its reply swallowed
 			cancel()
 			if err := <-res; !errors.Is(err, context.Canceled) {
 				t.Fatalf("CreateProtected = %v; want %v", err, context.Canceled)

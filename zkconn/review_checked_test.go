@@ -66,7 +66,7 @@ func TestReviewCheckedKinGoneWhileReplyLost(t *testing.T) {
 		_, err := h.CreateProtectedWhile(context.Background(), root+"/leases", "lease-", nil, kin)
 		res <- err
 	}()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	if err := obs.Delete(kin, -1); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestReviewCheckedCtxEndsInFlight(t *testing.T) {
 		_, err := h.CreateProtectedWhile(ctx, root+"/leases", "lease-", nil, kin)
 		res <- err
 	}()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	<-watch // the lease exists
 	cancel()
 	if err := <-res; !errors.Is(err, context.Canceled) {

@@ -164,7 +164,7 @@ func TestReviewExistsRecordAfterFailedRequest(t *testing.T) {
 		_, x, _ := h.ExistsW(ctxW, sig)
 		res <- x
 	}()
-	<-dropped.Struck() // applied, its reply gone: the caller waits
+	zktest.AwaitStruck(t, dropped) // applied, its reply gone: the caller waits
 	cancelW()
 	x := <-res
 	<-x.Out

@@ -72,7 +72,7 @@ func TestReviewListingCreateStruck(t *testing.T) {
 				if err != nil {
 					t.Fatalf("CreateProtectedListing = %v", err)
 				}
-				<-f.Struck()
+				zktest.AwaitStruck(t, f)
 				if action == zktest.Lose && !slices.Contains(children, node[len(root)+1:]) {
 					t.Errorf("listing %v lacks %s: it was sent after an applied create", children, node)
 				}
@@ -96,7 +96,7 @@ func TestReviewListingListingCut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateProtectedListing = %v", err)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	checkListing(t, h, obs, root, node, children)
 	<-settledOf(h.Delete(node))
 }
@@ -135,7 +135,7 @@ func TestReviewListingBlackHoleDeadline(t *testing.T) {
 
 		t.Errorf("returned %v after the deadline", late)
 	}
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	p.Heal()
 	zktest.AwaitChildren(t, obs, root, 0)
 	if _, err := h.CreateProtected(context.Background(), root, "x-", nil); err != nil {
@@ -168,7 +168,7 @@ func TestReviewListingDropCancel(t *testing.T) {
 		node, children, err := h.CreateProtectedListing(ctx, root, "lock-", nil)
 		res <- result{node, children, err}
 	}()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	<-watch // the node exists
 	cancel()
 	r := <-res
@@ -206,7 +206,7 @@ func TestReviewListingSessionLost(t *testing.T) {
 		node, children, err := h.CreateProtectedListing(context.Background(), root, "lock-", nil)
 		res <- result{node, children, err}
 	}()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	p.BlackHole()
 	r := <-res
 	if !errors.Is(r.err, ErrSessionLost) || r.node != "" || r.children != nil {

@@ -94,7 +94,7 @@ func TestReviewR20RetiredAuthDelaysNext(t *testing.T) {
 	r := dialResolving(t, ctx, []string{p.Addr(), "zk2.r20.test:" + livePort}, dns.resolver(),
 		[]Option{WithDigestAuth("alice", "secret"), WithSessionTimeout(10 * time.Second), WithDialer(rec.dial)},
 		func() {
-			<-f.Struck() // A's AddAuth waits for a reply that never comes
+			zktest.AwaitStruck(t, f) // A's AddAuth waits for a reply that never comes
 			awaitGoroutines(t, "A's AddAuth under way", inAddAuth)
 			rec.mu.Lock()
 			before = len(rec.conns)
@@ -193,7 +193,7 @@ func TestReviewR20CloseWhileAuthenticating(t *testing.T) {
 	await(t, sub, StateSuspended, 30*time.Second)
 	await(t, sub, StateLost, 30*time.Second)
 	p.Heal()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	awaitGoroutines(t, "AddAuth under way", inAddAuth)
 	start := time.Now()
 	s.Close()

@@ -29,7 +29,7 @@ func TestReviewR25DialEndsWithAuthAndLookupUnderWay(t *testing.T) {
 	r := dialResolving(t, ctx, []string{p.Addr(), "zk2.r25.test:" + port}, dnsResolver(dns.answer),
 		[]Option{WithDigestAuth("alice", "secret"), WithSessionTimeout(10 * time.Second)},
 		func() {
-			<-f.Struck() // AddAuth waits for a reply that never comes
+			zktest.AwaitStruck(t, f) // AddAuth waits for a reply that never comes
 			awaitGoroutines(t, "AddAuth under way", inAddAuth)
 			close(dns.hangOn)
 			<-dns.hung // refresh's lookup is under way too

@@ -213,7 +213,7 @@ func r35GiveUp(t *testing.T, p *zktest.Proxy, h Handle, root string) {
 		_, err := h.CreateProtected(ctx, root, "lock-", nil)
 		res <- err
 	}()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	cancel()
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Fatalf("CreateProtected = %v; want context.Canceled", err)
@@ -367,7 +367,7 @@ func TestReviewR35CloseDuringGiveUpCleanup(t *testing.T) {
 		_, err := h.CreateProtected(cctx, root, "lock-", nil)
 		res <- err
 	}()
-	<-f.Struck()
+	zktest.AwaitStruck(t, f)
 	ccancel()
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Fatalf("CreateProtected = %v; want context.Canceled", err)

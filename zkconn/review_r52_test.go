@@ -120,7 +120,7 @@ func TestReviewR52ClosingAfterSend(t *testing.T) {
 			_, err := c.Set(path, []byte("new"), -1)
 			set <- err
 		}()
-		<-dropped.Struck() // applied, its reply swallowed
+		zktest.AwaitStruck(t, dropped) // applied, its reply swallowed
 		return zk.ErrClosing
 	})
 	s.Close()

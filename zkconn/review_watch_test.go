@@ -165,7 +165,7 @@ func TestReviewWatchGetWAcrossDrop(t *testing.T) {
 				data, _, w, err := h.GetW(ctx, p)
 				got <- res{data, w, err}
 			}()
-			<-f.Struck()
+			zktest.AwaitStruck(t, f)
 			await(t, sub, StateSuspended, 10*time.Second)
 			if _, err := other.Set(p, []byte("while down"), -1); err != nil {
 				t.Fatal(err)

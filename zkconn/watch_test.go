@@ -205,7 +205,7 @@ func TestExistsWOut(t *testing.T) {
 		}
 		done <- x
 	}()
-	<-f.Struck() // written; its reply is gone
+	zktest.AwaitStruck(t, f) // written; its reply is gone
 	cancel()
 	x = <-done
 	<-x.Out

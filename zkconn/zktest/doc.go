@@ -86,7 +86,8 @@
 // that strikes the first request a Match selects (by opcode and path, also
 // inside a multi), on whichever connection of the proxy sends it, and
 // Fault.Struck says when it has happened, so a test needs no sleep to hit
-// the moment. The Action decides the request's outcome:
+// the moment (AwaitStruck waits for it, and fails a test that waits too
+// long). The Action decides the request's outcome:
 //
 //   - Cut: the connection closes before the request reaches the server. Not
 //     applied; go-zookeeper returns zk.ErrConnectionClosed.
@@ -116,7 +117,7 @@
 //	m := dsync.NewMutex(sess, "/locks/orders")
 //	fault := p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/locks/orders/", Prefix: true}, zktest.Lose)
 //	_, err = m.LockContext(ctx) // its create is applied, the reply lost
-//	<-fault.Struck()
+//	zktest.AwaitStruck(t, fault)
 //	// now m is held, or no node of ours is left under /locks/orders
 //
 // A client's own timeouts run from the last reply it read. A partition

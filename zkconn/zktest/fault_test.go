@@ -44,16 +44,6 @@ func (r *faultRig) exists(t *testing.T, path string) bool {
 	return ok
 }
 
-// waitStruck waits until f has struck.
-func (r *faultRig) waitStruck(t *testing.T, f *zktest.Fault) {
-	t.Helper()
-	select {
-	case <-f.Struck():
-	case <-r.ctx.Done():
-		t.Fatalf("waiting for the fault to strike: %v", r.ctx.Err())
-	}
-}
-
 // async runs f in a goroutine and returns a channel that receives its result.
 func async(f func() error) <-chan error {
 	ch := make(chan error, 1)
@@ -126,7 +116,7 @@ func TestStrikeCutLose(t *testing.T) {
 			if err := create(r.c, path); !errors.Is(err, zk.ErrConnectionClosed) {
 				t.Errorf("Create(%s) struck by %v error = %v; want zk.ErrConnectionClosed", path, tt.action, err)
 			}
-			r.waitStruck(t, f)
+			zktest.AwaitStruck(t, f)
 			if got := r.exists(t, path); got != tt.applied {
 				t.Errorf("after %v, %s exists = %v; want %v", tt.action, path, got, tt.applied)
 			}
@@ -164,7 +154,7 @@ func TestStrikeLoseConnectionEnds(t *testing.T) {
 	}
 	notStruck(t, f, "a Lose fault whose connection is up")
 	r.p.Heal()
-	r.waitStruck(t, f)
+	zktest.AwaitStruck(t, f)
 	r.failsClosed(t, done, "Create(/ends)")
 }
 
@@ -179,7 +169,7 @@ func TestStrikeBlackHole(t *testing.T) {
 		before := r.p.Requests()
 		f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/hole"}, zktest.BlackHole)
 		done := async(func() error { return create(r.c, "/hole") })
-		r.waitStruck(t, f)
+		zktest.AwaitStruck(t, f)
 		if r.exists(t, "/hole") {
 			t.Errorf("/hole exists; want a request struck by BlackHole not applied")
 		}
@@ -201,7 +191,7 @@ func TestStrikeBlackHole(t *testing.T) {
 		r := newFaultRig(t, s, sessionTimeout)
 		f := r.p.Strike(zktest.Match{Path: "/timeout"}, zktest.BlackHole)
 		done := async(func() error { return create(r.c, "/timeout") })
-		r.waitStruck(t, f)
+		zktest.AwaitStruck(t, f)
 		struck := time.Now()
 		// go-zookeeper gives up when it has read nothing for two thirds of
 		// the session timeout; it last read a ping's reply about a ping
@@ -222,7 +212,7 @@ func TestStrikeDrop(t *testing.T) {
 
 	f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/drop"}, zktest.Drop)
 	done := async(func() error { return create(r.c, "/drop") })
-	r.waitStruck(t, f)
+	zktest.AwaitStruck(t, f)
 	if !r.exists(t, "/drop") {
 		t.Errorf("/drop does not exist; want a request struck by Drop applied")
 	}
@@ -361,7 +351,7 @@ func TestStrikeMatch(t *testing.T) {
 				if !errors.Is(err, zk.ErrConnectionClosed) {
 					t.Errorf("%s error = %v; want zk.ErrConnectionClosed: %v should cut it", call.name, err, tt.match)
 				}
-				r.waitStruck(t, f)
+				zktest.AwaitStruck(t, f)
 				for _, path := range call.creates {
 					if r.exists(t, path) {
 						t.Errorf("%s was cut, but %s exists", call.name, path)
@@ -387,14 +377,14 @@ func TestStrikeOrderAndDisarm(t *testing.T) {
 	if _, _, err := r.c.Exists("/both"); !errors.Is(err, zk.ErrConnectionClosed) {
 		t.Errorf("Exists(/both) error = %v; want zk.ErrConnectionClosed", err)
 	}
-	r.waitStruck(t, first)
+	zktest.AwaitStruck(t, first)
 	notStruck(t, second, "the second fault, with the first,")
 
 	r.c.waitState(r.ctx, t, zk.StateHasSession)
 	if err := create(r.c, "/both"); !errors.Is(err, zk.ErrConnectionClosed) {
 		t.Errorf("Create(/both) error = %v; want zk.ErrConnectionClosed", err)
 	}
-	r.waitStruck(t, second)
+	zktest.AwaitStruck(t, second)
 	second.Disarm() // too late: does nothing
 
 	r.c.waitState(r.ctx, t, zk.StateHasSession)

@@ -74,7 +74,7 @@ func TestStrikeHold(t *testing.T) {
 	before := r.p.Requests()
 	f := r.p.Strike(zktest.Match{Op: zktest.OpDelete, Path: "/held"}, zktest.Hold)
 	done := async(func() error { return r.c.Delete("/held", -1) })
-	r.waitStruck(t, f)
+	zktest.AwaitStruck(t, f)
 	w.partition()
 	// The client cannot come back on a new connection. Heal before the
 	// client closes.
@@ -116,7 +116,7 @@ func TestStrikeHoldEnded(t *testing.T) {
 		t.Error("Release before the fault struck = nil; want an error")
 	}
 	done := async(func() error { return create(r.c, "/never") })
-	r.waitStruck(t, f)
+	zktest.AwaitStruck(t, f)
 	r.p.Cut()
 	r.failsClosed(t, done, "Create(/never) held, then cut")
 	if err := f.Release(r.ctx); err == nil {
@@ -130,7 +130,7 @@ func TestStrikeHoldEnded(t *testing.T) {
 	if err := create(r.c, "/passed"); err != nil {
 		t.Fatal(err)
 	}
-	r.waitStruck(t, pass)
+	zktest.AwaitStruck(t, pass)
 	if err := pass.Release(r.ctx); err == nil || errors.Is(err, r.ctx.Err()) {
 		t.Errorf("Release of a Pass fault = %v; want an error", err)
 	}

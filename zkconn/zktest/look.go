@@ -23,6 +23,22 @@ func Observer(t testing.TB, addrs ...string) *zk.Conn {
 	return c
 }
 
+// awaitFor bounds how long the Await functions wait before they fail the
+// test.
+const awaitFor = 30 * time.Second
+
+// AwaitStruck blocks until f has struck: until its Struck channel is
+// closed. It fails the test if f has not struck within 30 seconds, so it
+// must be called from the goroutine running the test.
+func AwaitStruck(t testing.TB, f *Fault) {
+	t.Helper()
+	select {
+	case <-f.Struck():
+	case <-time.After(awaitFor):
+		t.Fatalf("the fault %v on %v has not struck within %v", f.action, f.match, awaitFor)
+	}
+}
+
 // AwaitChildren blocks until path has exactly n children and returns them,
 // waiting on watches (a missing path counts as none). A request that fails
 // with c's connection is made again: across a server's restart,
@@ -33,7 +49,7 @@ func Observer(t testing.TB, addrs ...string) *zk.Conn {
 // from the goroutine running the test.
 func AwaitChildren(t testing.TB, c *zk.Conn, path string, n int) []string {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(awaitFor)
 	for {
 		ok, _, appeared, err := c.ExistsW(path)
 		var changed <-chan zk.Event

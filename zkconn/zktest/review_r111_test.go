@@ -19,7 +19,7 @@ func TestReviewR111HoldServerClosed(t *testing.T) {
 	r := newFaultRig(t, zktest.Start(t), 2*time.Second)
 	f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/r111-held"}, zktest.Hold)
 	done := async(func() error { return create(r.c, "/r111-held") })
-	r.waitStruck(t, f)
+	zktest.AwaitStruck(t, f)
 	r.failsClosed(t, done, "Create(/r111-held) held")
 	// The client reconnects through the proxy with its session: the server
 	// closes the held connection.

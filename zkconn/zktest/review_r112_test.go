@@ -22,7 +22,7 @@ func TestReviewR112HoldReleaseRacesCut(t *testing.T) {
 		path := fmt.Sprintf("/r112-race-%d", i)
 		f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: path}, zktest.Hold)
 		done := async(func() error { return create(r.c, path) })
-		r.waitStruck(t, f)
+		zktest.AwaitStruck(t, f)
 		r.p.BlackHole()
 		r.failsClosed(t, done, "create held")
 		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
@@ -64,7 +64,7 @@ func TestReviewR112HoldWithDelay(t *testing.T) {
 	}
 	f := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/r112-delayed"}, zktest.Hold)
 	done := async(func() error { return create(r.c, "/r112-delayed") })
-	r.waitStruck(t, f)
+	zktest.AwaitStruck(t, f)
 	w.partition()
 	r.p.BlackHole()
 	r.failsClosed(t, done, "create held")
@@ -91,7 +91,7 @@ func TestReviewR112TwoHolds(t *testing.T) {
 	f1 := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/r112-a"}, zktest.Hold)
 	f2 := r.p.Strike(zktest.Match{Op: zktest.OpCreate, Path: "/r112-b"}, zktest.Hold)
 	d1 := async(func() error { return create(r.c, "/r112-a") })
-	r.waitStruck(t, f1)
+	zktest.AwaitStruck(t, f1)
 	d2 := async(func() error { return create(r.c, "/r112-b") })
 	r.failsClosed(t, d1, "a")
 	r.failsClosed(t, d2, "b")
@@ -103,7 +103,7 @@ func TestReviewR112TwoHolds(t *testing.T) {
 		t.Errorf("Release of the first = %v", err)
 	}
 	d3 := async(func() error { return create(r.c, "/r112-b") })
-	r.waitStruck(t, f2)
+	zktest.AwaitStruck(t, f2)
 	r.p.BlackHole()
 	r.failsClosed(t, d3, "b again")
 	if err := f2.Release(ctx); err != nil {

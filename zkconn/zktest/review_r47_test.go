@@ -37,6 +37,6 @@ func TestReviewR47PassReplyDroppedStrikesAtEnd(t *testing.T) {
 	notStruck(t, f, "Pass on a reply dropped by DropReplies")
 	r.waiting(t, done, "Create(/pass-dropped)")
 	r.p.Heal()
-	r.waitStruck(t, f)
+	zktest.AwaitStruck(t, f)
 	r.failsClosed(t, done, "Create(/pass-dropped) after Heal")
 }
