@@ -38,11 +38,7 @@ func TestReviewR84ShutdownSyncStruck(t *testing.T) {
 			if err := s.Shutdown(ctx); err != nil {
 				t.Fatalf("Shutdown = %v", err)
 			}
-			select {
-			case <-f.Struck():
-			default:
-				t.Fatal("the sync was not struck")
-			}
+			zktest.AwaitStruck(t, f)
 			gone(t, obs, node, "after Shutdown")
 		})
 	}

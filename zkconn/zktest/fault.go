@@ -236,8 +236,11 @@ func (p *Proxy) Strike(m Match, a Action) *Fault {
 // If the connection ends before the reply to a Lose, Drop or Pass comes
 // back (a Cut, Heal or Close of the proxy, or either end closing it), the
 // reply can no longer arrive and the channel is closed when the connection
-// has ended. It is never closed for a fault that no request matched. The
-// channel belongs to f; the caller only receives from it.
+// has ended. It is never closed for a fault that no request matched. With
+// Cut and Lose it is closed just after the connection is: a client can see
+// its connection closed first, so a test waits for the channel (AwaitStruck)
+// rather than looks whether it is closed. The channel belongs to f; the
+// caller only receives from it.
 func (f *Fault) Struck() <-chan struct{} { return f.struck }
 
 // Disarm cancels f if no request has matched it yet. Once one has, the fault

@@ -86,11 +86,7 @@ func TestCreatePersistentLostConnection(t *testing.T) {
 	if err := CreatePersistent(ctx, []string{p.Addr()}, "/cut"); !errors.Is(err, zk.ErrConnectionClosed) {
 		t.Fatalf("CreatePersistent, its create cut = %v; want zk.ErrConnectionClosed", err)
 	}
-	select {
-	case <-f.Struck():
-	default:
-		t.Fatal("the fault at the create did not strike")
-	}
+	AwaitStruck(t, f)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
