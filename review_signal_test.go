@@ -488,7 +488,8 @@ func TestReviewTakeBackAfterRevokedPredecessor(t *testing.T) {
 // go-zookeeper's table, wanted again (a count per path did).
 func TestReviewFailedExistsKeepsUnwanted(t *testing.T) {
 	t.Parallel() // after the rest of the package: paths and sessions of its own, no timing asserted
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// About 30s alone: the bound is for a stall.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := setupSignal(t, ctx, false)
 	// The Session now closes a connection whose reply comes out of turn, so
