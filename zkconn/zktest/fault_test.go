@@ -159,7 +159,6 @@ func TestStrikeLoseConnectionEnds(t *testing.T) {
 }
 
 func TestStrikeBlackHole(t *testing.T) {
-	t.Parallel()
 	s := zktest.Start(t)
 
 	t.Run("Heal", func(t *testing.T) {
