@@ -87,6 +87,16 @@ func noChildren(t *testing.T, obs *zk.Conn, parent, what string) {
 	}
 }
 
+// struck fails the test unless f has struck.
+func struck(t *testing.T, f *zktest.Fault, what string) {
+	t.Helper()
+	select {
+	case <-f.Struck():
+	default:
+		t.Fatalf("the fault on %s did not strike", what)
+	}
+}
+
 // TestReviewR48RecoveredCtxEnded pins recoverProtected's end of ctx
 // (protected.go, "if err := ctx.Err(); err != nil { h.Delete(p) ..."): the
 // create's reply is lost (Lose), the recovery finds the node, ours, and
@@ -107,8 +117,8 @@ func TestReviewR48RecoveredCtxEnded(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("CreateProtected = %q, %v; want context.Canceled", node, err)
 	}
-	zktest.AwaitStruck(t, lose)
-	zktest.AwaitStruck(t, read)
+	struck(t, lose, "the create")
+	struck(t, read, "the recovery's read")
 	settleDeletes(t, h, root)
 	noChildren(t, obs, root, "after CreateProtected returned ctx's error")
 }
@@ -138,7 +148,7 @@ func TestReviewR48CreateTouchingCtxEnded(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("CreateTouching = %v; want context.Canceled", err)
 			}
-			zktest.AwaitStruck(t, at)
+			struck(t, at, "the reply")
 			settleDeletes(t, h, root)
 			noChildren(t, obs, root, "after CreateTouching returned ctx's error")
 		})
@@ -166,7 +176,7 @@ func TestReviewR48RecoveryReadFails(t *testing.T) {
 			p, _, h, obs, root := r48Setup(t)
 			if tc.cutDelete {
 				del := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: root + "/", Prefix: true}, zktest.Cut)
-				defer func() { zktest.AwaitStruck(t, del) }()
+				defer func() { struck(t, del, "the delete") }()
 			}
 			lose := p.Strike(createMatch(root), zktest.Lose)
 			defer lose.Disarm()

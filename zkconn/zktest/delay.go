@@ -41,19 +41,20 @@ type packet struct {
 	b     []byte
 	end   bool   // close both sides once b is written
 	ping  bool   // b holds a ping reply (see BlackHoleAfterPing)
-	fault *Fault // with end: the fault that ends the connection, struck once it is closed
+	fault *Fault // with end: the fault that ends the connection, struck as it is closed
 	hold  *Fault // a Hold fault that took the frame after b (see startHold)
 }
 
-// finish closes c if pk ends it.
+// finish closes c if pk ends it. The fault that ends it strikes first, so a
+// client that has seen its connection close finds the fault struck.
 func (pk packet) finish(c *proxyConn) {
 	if !pk.end {
 		return
 	}
-	c.close()
 	if pk.fault != nil {
 		pk.fault.strike()
 	}
+	c.close()
 }
 
 // send queues pk, unless it is empty, and reports whether the connection is

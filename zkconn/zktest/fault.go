@@ -223,8 +223,8 @@ func (p *Proxy) Strike(m Match, a Action) *Fault {
 
 // Struck returns a channel that is closed once the fault has fully happened:
 //
-//   - Cut: the connection is closed, both sides.
-//   - Lose: the reply has been dropped and the connection closed, both
+//   - Cut: the connection is closing, both sides (see below).
+//   - Lose: the reply has been dropped and the connection is closing, both
 //     sides.
 //   - BlackHole: the request has been swallowed and the connection is in
 //     its black hole.
@@ -237,10 +237,9 @@ func (p *Proxy) Strike(m Match, a Action) *Fault {
 // back (a Cut, Heal or Close of the proxy, or either end closing it), the
 // reply can no longer arrive and the channel is closed when the connection
 // has ended. It is never closed for a fault that no request matched. With
-// Cut and Lose it is closed just after the connection is: a client can see
-// its connection closed first, so a test waits for the channel (AwaitStruck)
-// rather than looks whether it is closed. The channel belongs to f; the
-// caller only receives from it.
+// Cut and Lose it is closed as the proxy closes the connection, just before:
+// a client that has seen its connection close finds it closed. The channel
+// belongs to f; the caller only receives from it.
 func (f *Fault) Struck() <-chan struct{} { return f.struck }
 
 // Disarm cancels f if no request has matched it yet. Once one has, the fault
