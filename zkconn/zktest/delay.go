@@ -45,13 +45,14 @@ type packet struct {
 	hold  *Fault // a Hold fault that took the frame after b (see startHold)
 }
 
-// finish closes c if pk ends it. The fault that ends it strikes first, so a
-// client that has seen its connection close finds the fault struck.
+// finish closes c if pk ends it. The fault that ends it strikes after c
+// stops forwarding and before c closes, as in close.
 func (pk packet) finish(c *proxyConn) {
 	if !pk.end {
 		return
 	}
 	if pk.fault != nil {
+		c.cancel()
 		pk.fault.strike()
 	}
 	c.close()

@@ -235,12 +235,14 @@ func (p *Proxy) Strike(m Match, a Action) *Fault {
 //
 // If the connection ends before the reply to a Lose, Drop or Pass comes
 // back (a Cut, Heal or Close of the proxy, or either end closing it), the
-// reply can no longer arrive and the channel is closed when the connection
-// has ended. It is never closed for a fault that no request matched. When
-// a Cut, or a Lose's dropped reply, ends the connection, the channel is
-// closed just before the proxy closes it: a client that has seen that close
-// finds it closed. The channel belongs to f; the caller only receives from
-// it.
+// reply can no longer arrive and the channel is closed as the connection
+// ends. It is never closed for a fault that no request matched. A fault that
+// strikes as its connection ends (a Cut, a Lose's dropped reply, or a reply
+// that can no longer arrive) strikes after the proxy stops forwarding on the
+// connection and before it closes it: a client that has seen that close
+// finds the channel closed, and nothing the client sends once it finds the
+// channel closed reaches the server. The channel belongs to f; the caller
+// only receives from it.
 func (f *Fault) Struck() <-chan struct{} { return f.struck }
 
 // Disarm cancels f if no request has matched it yet. Once one has, the fault

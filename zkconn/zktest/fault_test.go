@@ -135,7 +135,8 @@ func TestStrikeCutLose(t *testing.T) {
 }
 
 // TestStrikeLoseConnectionEnds checks that a Lose fault whose reply never
-// comes back strikes when its connection ends.
+// comes back strikes when its connection ends, before the client sees the
+// close.
 func TestStrikeLoseConnectionEnds(t *testing.T) {
 	t.Parallel()
 	r := newFaultRig(t, zktest.Start(t), 4*time.Second)
@@ -154,8 +155,13 @@ func TestStrikeLoseConnectionEnds(t *testing.T) {
 	}
 	notStruck(t, f, "a Lose fault whose connection is up")
 	r.p.Heal()
-	zktest.AwaitStruck(t, f)
 	r.failsClosed(t, done, "Create(/ends)")
+	// The client has seen its connection close, so the fault has struck.
+	select {
+	case <-f.Struck():
+	default:
+		t.Fatal("Struck is open after Create(/ends) failed on the closed connection")
+	}
 }
 
 func TestStrikeBlackHole(t *testing.T) {

@@ -317,7 +317,7 @@ func (p *Proxy) accept() {
 func (p *Proxy) serve(c *proxyConn) {
 	defer p.wg.Done()
 	defer p.forget(c)
-	defer c.end()
+	defer c.close()
 	if f := filter(c.filter.Load()); f == filterAll || f == filterDeaf {
 		// Accepted into the black hole: never reaches the target.
 		_, _ = io.Copy(io.Discard, c.client)
@@ -375,27 +375,23 @@ func (c *proxyConn) setUpstream(up net.Conn) bool {
 	return true
 }
 
-// end closes both sides of c, which has ended, and strikes the faults still
-// waiting for a reply on it, which can no longer arrive.
-func (c *proxyConn) end() {
-	c.close()
+// close ends c, once. It stops forwarding first, then strikes the faults
+// still waiting for a reply on c, which can no longer arrive, and only then
+// closes both sides: a client that has seen its connection close finds them
+// struck, and nothing it sends once it finds one struck reaches the server.
+// It may be called more than once.
+func (c *proxyConn) close() {
+	c.cancel() // deliver writes nothing once c.ctx is done
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for xid, f := range c.expected {
 		f.strike()
 		delete(c.expected, xid)
 	}
-}
-
-// close closes both sides; it may be called more than once.
-func (c *proxyConn) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
 		return
 	}
 	c.closed = true
-	c.cancel()
 	c.client.Close()
 	if c.upstream != nil {
 		c.upstream.Close()
