@@ -33,8 +33,9 @@
 // deleted by someone else. Another process may then take the lock, while the
 // old holder is still running. It is NOT safe to assume the lock is held
 // until Unlock. dsync makes the loss visible: LockContext returns a context
-// that is canceled the moment the hold ends, with ErrLockLost as its cause
-// (see context.Cause). Stop work when it is done. The same holds for a
+// that is canceled the moment the hold ends, with a cause that wraps
+// ErrLockLost (see context.Cause; test it with errors.Is). Stop work when it
+// is done. The same holds for a
 // leader: Campaign's context ends the moment leadership can no longer be
 // proved, and a Once's function gets the context of its run's lock.
 //

@@ -24,8 +24,10 @@ const latchMarker = "latch-"
 // the others wait in line, each watching only the node ahead of it, so a
 // change of leader wakes one participant.
 //
-// Its shape follows etcd's concurrency.Election: Campaign, Resign, Leader,
-// Observe, Key. Leadership can be lost as a Mutex hold can (the session
+// Its names follow etcd's concurrency.Election (Campaign, Resign, Leader,
+// Observe, Key; Token for Rev); its shapes follow dsync's locks: Campaign
+// returns the leadership context, Leader a Participant, and Observe is an
+// iterator rather than a channel. Leadership can be lost as a Mutex hold can (the session
 // suspended, under the default LossPolicy, or expired; the node deleted by
 // someone else): it is NOT safe to assume leadership lasts until Resign.
 // Watch the context Campaign returns, and pass Token to the resources the
@@ -79,7 +81,9 @@ var ErrNoLeader = errors.New("dsync: election has no leader")
 // Resign: the node stays in line, first, until Resign deletes it or the
 // session ends. On failure Campaign returns ctx.Err() or the error that
 // stopped it, and leaves the Election unchanged and no node behind. A ctx
-// already done fails before anything is sent.
+// already done fails before anything is sent. While it waits, a lost
+// session, or its node deleted by someone else, puts it back in line, last,
+// on the next session, within the same ctx: neither is an error.
 func (e *Election) Campaign(ctx context.Context, id string) (context.Context, error) {
 	if e.err != nil {
 		return nil, e.err

@@ -6,13 +6,18 @@ import (
 	"github.com/dsync-go/dsync/zkconn"
 )
 
-// ErrLockLost is the cause (see context.Cause) of a hold context canceled
-// because the hold was lost: its ZooKeeper session was suspended (under the
-// default LossPolicy) or lost, or its node was deleted by someone else.
+// ErrLockLost is wrapped by the cause (see context.Cause) of a hold context
+// canceled because the hold was lost: its ZooKeeper session was suspended
+// (under the default LossPolicy) or lost, or its node was deleted by someone
+// else. The cause wraps what happened too (ErrClosed, zkconn.ErrSessionLost,
+// …): test it with errors.Is, not ==.
 var ErrLockLost = errors.New("dsync: lock lost")
 
-// ErrWouldBlock is returned by the non-waiting acquisitions (TryLockContext,
-// TryAcquireLeases) when others are ahead or there is no room.
+// ErrWouldBlock is returned by the non-waiting acquisitions (TryLockContext
+// of Mutex and RWMutex, TryRLockContext, TryAcquireLeases), and wrapped by
+// MultiLock.TryLockContext's error, when others are ahead, there is no room,
+// or another goroutine of this process is acquiring through the same
+// primitive.
 var ErrWouldBlock = errors.New("dsync: held by others")
 
 // ErrNilSession is returned by every operation of a primitive made with a

@@ -105,11 +105,12 @@ type multiHold struct {
 	fired  sync.WaitGroup    // the AfterFuncs that ran or run
 }
 
-// NewMultiLock returns a MultiLock of locks, each a *Mutex or a
-// *SemaphoreMutex. Nothing is sent to ZooKeeper until it is used. Bad input
-// is reported by every call before anything is sent (and Lock panics with
-// it): no locks, a nil one, a sync.Locker that is not one of these, or two
-// on the same path (all wrapping ErrBadMember), and a member's own bad input
+// NewMultiLock returns a MultiLock of locks, each a *Mutex, a
+// *SemaphoreMutex, an *RWMutex (its write side) or an RWMutex's RLocker (its
+// read side). Nothing is sent to ZooKeeper until it is used. Bad input is
+// reported by every call before anything is sent (and Lock panics with it):
+// no locks, a nil one, a sync.Locker that is not one of these, or two on the
+// same path (all wrapping ErrBadMember), and a member's own bad input
 // (ErrNilSession, ErrBadPath).
 func NewMultiLock(locks ...sync.Locker) *MultiLock {
 	ml := &MultiLock{gate: newGate()}

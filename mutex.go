@@ -103,6 +103,9 @@ func (m *Mutex) TryLockContext(ctx context.Context) (context.Context, error) {
 // context.Cause). On failure it returns ctx.Err() or the error that stopped
 // it, and leaves m unchanged and no node behind. A ctx already done fails
 // before anything is sent.
+// While it waits, a lost session, or its node deleted by someone else, puts
+// it back in line, last, on the next session, within the same ctx: neither
+// is an error.
 //
 // Given the hold context of m's current hold (or a context derived from it),
 // LockContext re-enters: it counts one more level, which one more Unlock
@@ -182,7 +185,9 @@ func (m *Mutex) handOut(ctx context.Context, hd *hold, wait bool) error {
 // unlock; Unlock of an unlocked Mutex panics.
 //
 // Unlock never waits for the network, as sync.Mutex.Unlock never blocks: the
-// delete goes out at once, and its reply is not awaited (zkconn.Handle.AwaitSent;
+// delete goes out at once (Unlock waits, 10ms at most, for it to be written
+// to the connection: a write, not a round trip), and its reply is not
+// awaited (zkconn.Handle.AwaitSent;
 // it is retried in the background if the connection drops, and the
 // Session's Close ends the session, which deletes the node too). Requests
 // this process sends through the same Session later are applied after it,

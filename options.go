@@ -93,8 +93,11 @@ func WithLossPolicy(p LossPolicy) Option {
 	return optionFunc(func(o *options) { o.policy = p })
 }
 
-// Revocable makes the holds of a Mutex or a SemaphoreMutex revocable, as
-// Curator's makeRevocable does: another process may ask the holder to
+// Revocable makes the holds of a Mutex, an RWMutex (read and write holds)
+// or a SemaphoreMutex revocable, as Curator's makeRevocable does for its
+// InterProcessMutex and the two locks of its InterProcessReadWriteLock (its
+// InterProcessSemaphoreMutex has none: a revocable SemaphoreMutex is
+// dsync's own, asked like the others): another process may ask the holder to
 // release, by writing "__REVOKE__" into the hold's node (Revoke,
 // RevokeHolders, Curator's Revoker), and the holder learns of it through
 // Revoked. Revocation is cooperative: nothing is released, and the hold
@@ -109,8 +112,7 @@ func WithLossPolicy(p LossPolicy) Option {
 // starts, one request more per hold: a request written while the node still
 // waited in line is seen then.
 //
-// Primitives whose holds Curator never revokes (Weighted, Value, Count)
-// ignore it, and keep their nodes' data.
+// Weighted, Election and Once ignore it, and keep their nodes' data.
 func Revocable() Option {
 	return optionFunc(func(o *options) { o.revocable = true })
 }

@@ -10,6 +10,13 @@ import (
 )
 
 // A Participant is one node queued on a lock path.
+//
+// The Participants methods read the line (one request), then each node (one
+// request each, one after another), from the server the Session is
+// connected to, without a sync: nodes that go away meanwhile are left out,
+// and a follower may lag behind what another client already saw. They wait
+// while the connection is down; a session lost meanwhile is an error
+// wrapping zkconn.ErrSessionLost.
 type Participant struct {
 	Node     string    // node name, e.g. _c_<uuid>-lock-0000000007
 	Path     string    // full path

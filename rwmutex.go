@@ -442,7 +442,9 @@ func (r *rlocker) Unlock() { (*RWMutex)(r).RUnlock() }
 
 // Token returns the fencing token of the write hold (see Mutex.Token), or
 // of the newest read hold when rw is not locked for writing (a MultiLock's,
-// through RLocker, when no other is left); 0 if rw is not held here.
+// through RLocker, when no other is left); 0 if rw is not held here. Read
+// holds are held together, so fence by refusing lower tokens only where
+// writers write.
 func (rw *RWMutex) Token() int64 {
 	if t := rw.w.Token(); t != 0 {
 		return t

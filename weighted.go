@@ -15,13 +15,18 @@ import (
 
 // Semaphore is a weighted semaphore. golang.org/x/sync/semaphore's
 // *Weighted satisfies it, and so does *Weighted here: code written against a
-// local semaphore takes a distributed one.
+// local semaphore takes a distributed one. Three differences: here n <= 0
+// is an error (ErrWeight) and TryAcquire of it reports false, where x/sync
+// grants 0 and panics on a negative n; TryAcquire asks ZooKeeper; and a
+// hold can be lost (see Weighted).
 type Semaphore interface {
 	// Acquire acquires n, blocking until available or ctx is done. On
 	// success it returns nil; on failure ctx.Err() (or the cause), leaving
 	// the semaphore unchanged.
 	Acquire(ctx context.Context, n int64) error
-	// TryAcquire acquires n without blocking and reports whether it did.
+	// TryAcquire acquires n without waiting for other holders and reports
+	// whether it did. (*Weighted asks ZooKeeper, within the session
+	// timeout; x/sync's never blocks.)
 	TryAcquire(n int64) bool
 	// Release releases n.
 	Release(n int64)
@@ -47,6 +52,12 @@ const leaseMarker = "lease-"
 // Unlike Curator's acquire(qty), which takes leases one by one and lets two
 // partial holders deadlock, Acquire(ctx, n) is all or nothing: it creates all
 // n nodes while it holds the internal Mutex.
+//
+// Within a process, goroutines acquiring through one Weighted go one at a
+// time, in order, as x/sync's waiters do: each acquisition takes at least
+// two round trips, and one waiting for room holds up those behind it.
+// TryAcquire and TryAcquireLeases fail while another goroutine of this
+// process is acquiring through the same Weighted, even if there is room.
 //
 // A lease can be lost like a Mutex hold (see LossPolicy): AcquireLeases
 // returns leases whose Context tells. A Weighted must be made with NewWeighted
@@ -117,9 +128,13 @@ func newWeighted(sess *zkconn.Session, path string, opts []Option) *Weighted {
 // done. On success, returns nil. On failure, returns ctx.Err() (or the error
 // that stopped it) and leaves the semaphore unchanged: no lease node and no
 // internal lock node is left behind. n <= 0, or n above a fixed maximum, is
-// an error at once (wrapping ErrWeight), where x/sync's would block forever;
-// with NewWeightedCount, n above the count waits until the count allows it
+// an error at once (wrapping ErrWeight), where x/sync's grants 0, panics on
+// a negative n, and waits for ctx on an n above its size; with
+// NewWeightedCount, n above the count waits until the count allows it
 // or ctx is done, as in Curator (TryAcquire, TryAcquireLeases: ErrWouldBlock).
+// While it waits, a lost session, or a node of its deleted by someone else,
+// puts it back in line, last, on the next session, within the same ctx:
+// neither is an error.
 func (w *Weighted) Acquire(ctx context.Context, n int64) error {
 	ls, err := w.acquire(ctx, n, true, false)
 	if err != nil {
@@ -643,7 +658,11 @@ func (l *Lease) Data() []byte { return l.data }
 // context.Canceled) or by loss (cause wrapping ErrLockLost).
 func (l *Lease) Context() context.Context { return l.hd.ctx }
 
-// Token returns the lease node's czxid, a fencing token.
+// Token returns the lease node's czxid, a fencing token. Leases of one
+// semaphore are held together, so a resource that refuses tokens lower than
+// the highest it has seen would refuse a live lease taken before another:
+// fence that way only where one holder at a time writes (a SemaphoreMutex,
+// or a maximum of 1).
 func (l *Lease) Token() int64 { return l.hd.fencingToken(l.timeout) }
 
 // Release gives the lease back (deleting its node, or, after a loss,

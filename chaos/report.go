@@ -185,7 +185,7 @@ func (r *results) details() string {
 func (r *results) markdown(cfg config) string {
 	var b strings.Builder
 	b.WriteString("# dsync chaos run\n\n")
-	fmt.Fprintf(&b, "Made by `go run ./chaos` (see chaos/main.go); rerun with `-seed %d`. Times in records are Unix nanoseconds; the run started at %d.\n\n", r.seed, r.start)
+	fmt.Fprintf(&b, "Made by `go run ./chaos -holds %d -faults %d` (see chaos/main.go; `make chaos` runs it so); rerun with the same flags and `-seed %d`. Times in records are Unix nanoseconds; the run started at %d.\n\n", cfg.holds, cfg.perKind, r.seed, r.start)
 	b.WriteString(r.table(cfg))
 	if d := r.details(); d != "" {
 		b.WriteString("\n## Details\n")

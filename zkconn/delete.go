@@ -43,7 +43,7 @@ func (h Handle) DeleteAfter(wait func(), path string, fire ...string) (sent, set
 // once every one of sent (Delete's channels) has closed, that is once those
 // deletes have gone out on h's connection (a write to a socket, not a round
 // trip), or sooner if the connection is down, h's session lost, or the
-// writes do not happen within releaseWait in all (go-zookeeper holds
+// writes do not happen within 10ms in all (go-zookeeper holds
 // requests back while it re-sends credentials after a reconnect, say).
 // ZooKeeper applies a session's requests in the order they come on its
 // connection, so whatever the process sends through the Session after

@@ -146,7 +146,8 @@ func (s *watchSet) fire(ev zk.Event) {
 // until its event, so a Watch stopped before (a waiter that gave up, say)
 // would otherwise leave one behind each time, for as long as the node is
 // not written to. The Watch is added before the check, and the record is
-// cleared before the Watches fire (Session.onEvent): a Watch either fires
+// cleared before the Watches fire (on the goroutine that reads the
+// session's events): a Watch either fires
 // on that event, or finds no watch held and sets one.
 func (h Handle) GetW(ctx context.Context, path string) ([]byte, *zk.Stat, *Watch, error) {
 	var (

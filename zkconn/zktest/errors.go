@@ -2,9 +2,10 @@ package zktest
 
 import "errors"
 
-// ErrNotInstalled is wrapped by the error Start, StartServer and StartEnsemble
-// return when Java or ZooKeeper cannot be found. The wrapping error names what
-// is missing and how to install it.
+// ErrNotInstalled is wrapped by the error StartServer returns when Java or
+// ZooKeeper cannot be found; Start and StartEnsemble fail the test with that
+// error. The wrapping error names what is missing and
+// how to install it.
 var ErrNotInstalled = errors.New("zktest: ZooKeeper or Java not installed")
 
 // ErrClosed is returned by the methods of a Server that has been closed.

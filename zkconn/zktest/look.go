@@ -12,7 +12,9 @@ import (
 // Observer returns a plain go-zookeeper connection to addrs, for a test to
 // look at what the code under test left in ZooKeeper. It is closed when the
 // test ends; go-zookeeper's informational logging is off. Under the race
-// detector its first replies wait (see heldConn).
+// detector its first replies wait up to 100ms after the dial, for
+// go-zookeeper to send its watches again first (go-zookeeper/zk#35: a data
+// race of the dependency, harmless, which would fail the test).
 func Observer(t testing.TB, addrs ...string) *zk.Conn {
 	t.Helper()
 	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithDialer(dialer()))

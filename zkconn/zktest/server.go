@@ -98,7 +98,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 // StartServer is Start without a testing.TB, for TestMain and for programs:
 // it returns the server once it serves, or an error (wrapping ErrNotInstalled
 // when Java or ZooKeeper is missing). The server's files live in a new
-// directory under os.TempDir (see newDir). The caller owns the server and
+// directory under os.TempDir. The caller owns the server and
 // must Close it, which stops it and removes that directory.
 func StartServer(opts ...Option) (*Server, error) {
 	dir, err := newDir()
