@@ -13,6 +13,12 @@ import (
 // …): test it with errors.Is, not ==.
 var ErrLockLost = errors.New("dsync: lock lost")
 
+// ErrNodeDeleted is wrapped, with ErrLockLost, by the cause of a hold lost
+// because someone else deleted its node (an operator, say): unlike a
+// dropped connection, this loss is final at once, and the next in line may
+// hold already.
+var ErrNodeDeleted = errors.New("dsync: node deleted")
+
 // ErrWouldBlock is returned by the non-waiting acquisitions (TryLockContext
 // of Mutex and RWMutex, TryRLockContext, TryAcquireLeases), and wrapped by
 // MultiLock.TryLockContext's error, when others are ahead, there is no room,

@@ -194,10 +194,17 @@ func (hd *hold) changed(ev zk.Event) {
 // with err.
 func (hd *hold) lostBy(err error) error {
 	if errors.Is(err, errNodeGone) {
-		return fmt.Errorf("%w: node %s deleted", ErrLockLost, hd.node)
+		return fmt.Errorf("%w: %w", ErrLockLost, nodeDeleted(hd.node))
 	}
 	return fmt.Errorf("%w: %w", ErrLockLost, err)
 }
+
+// nodeDeleted is the loss of a hold whose node, named so, someone else
+// deleted: it is ErrNodeDeleted.
+type nodeDeleted string
+
+func (n nodeDeleted) Error() string      { return "node " + string(n) + " deleted" }
+func (nodeDeleted) Is(target error) bool { return target == ErrNodeDeleted }
 
 // saw closes hd.revoked if the hold is revocable and data, read from its
 // node, is a revocation request. Only newHold, then each rewatch (one at a

@@ -93,3 +93,39 @@ func awaitLost(t testing.TB, held context.Context, what string) {
 		t.Fatalf("hold cause %v; want ErrLockLost (%s)", cause, what)
 	}
 }
+
+// TestLostCauseNamesDeletion: a hold whose node someone else deleted is lost
+// with a cause that wraps ErrNodeDeleted; one whose Session was closed (which
+// deletes its node too) is not.
+func TestLostCauseNamesDeletion(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	deleted, err := dsync.NewMutex(dial(t, []string{shared.Addr()}), path+"/a").LockContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := dial(t, []string{shared.Addr()})
+	closed, err := dsync.NewMutex(s, path+"/b").LockContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := observer(t, shared.Addr())
+	kids := children(t, obs, path+"/a")
+	if len(kids) != 1 {
+		t.Fatalf("%s/a: children %v; want one", path, kids)
+	}
+	if err := obs.Delete(path+"/a/"+kids[0], -1); err != nil {
+		t.Fatal(err)
+	}
+	awaitLost(t, deleted, "deleted")
+	if cause := context.Cause(deleted); !errors.Is(cause, dsync.ErrNodeDeleted) {
+		t.Errorf("cause of a hold whose node was deleted = %v; want it to wrap ErrNodeDeleted", cause)
+	}
+	s.Close()
+	awaitLost(t, closed, "closed")
+	if cause := context.Cause(closed); errors.Is(cause, dsync.ErrNodeDeleted) {
+		t.Errorf("cause of a hold whose Session was closed = %v; want it not to wrap ErrNodeDeleted", cause)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
 )
 
 // Polling for the end of CMD's process group, once CMD has exited: every
@@ -65,7 +66,10 @@ func newChild(s *settings, g *grant, stdout, stderr, msgs io.Writer) *child {
 //   - signals from sigs are forwarded to CMD's group, stop it, or
 //     continue it (signals.go);
 //   - when held is done (the lock is lost), CMD's group gets SIGTERM (with
-//     -lost ignore: a warning only);
+//     -lost ignore: a warning only), or SIGKILL at once if the loss is final
+//     already: the session lost (held's cause, or StateLost from states,
+//     the Session's transitions), or the node deleted. A session lost while
+//     the grace period of a loss runs ends it with SIGKILL at once;
 //   - when a revocation is requested (-revocable), CMD's group gets
 //     SIGTERM, once and with no SIGKILL after it: CMD decides when to exit;
 //     a request made before CMD started keeps it from starting;
@@ -78,7 +82,7 @@ func newChild(s *settings, g *grant, stdout, stderr, msgs io.Writer) *child {
 // started, or 1 if a revocation was requested before it started; and
 // whether CMD was ended, or not started, for a loss (whatever -exit-lost
 // says, which may equal a status of CMD's).
-func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) (status int, lost bool) {
+func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs <-chan os.Signal) (status int, lost bool) {
 	if held.Err() != nil && c.lost != lossIgnore {
 		sayLostBeforeStart(c.stderr, c.what, context.Cause(held))
 		return c.exitLost, true
@@ -93,10 +97,7 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) (status in
 	waited, err := c.start()
 	if err != nil {
 		fmt.Fprintf(c.stderr, "dsync: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return exitNotFound, false
-		}
-		return exitNoExec, false
+		return notStarted(err), false
 	}
 	var (
 		lostc       = held.Done()
@@ -106,6 +107,7 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) (status in
 		pollc       <-chan time.Time // CMD has exited: is its group gone?
 		warnc       <-chan time.Time // groupWait after the SIGKILL
 		terminating bool
+		gone        bool      // the hold's session is lost
 		stopped     time.Time // when dsync stopped itself, if it did
 		continued   time.Time // when dsync was last continued after a stop
 	)
@@ -196,6 +198,21 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) (status in
 				fmt.Fprintf(c.stderr, "dsync: %s: SIGKILL to CMD's stopped process group\n", why)
 				kill()
 			}
+		case ev, ok := <-states:
+			if !ok {
+				states = nil // the Session closed: not while CMD runs
+				break
+			}
+			if ev.State != zkconn.StateLost {
+				break
+			}
+			// The hold's session: the one the Session was on when the hold
+			// began, or a later one, which a loss of it precedes.
+			states, gone = nil, true
+			if lost && killc != nil {
+				fmt.Fprintf(c.stderr, "dsync: session lost; the next in line may hold already: SIGKILL to CMD's process group\n")
+				kill()
+			}
 		case <-donec:
 			donec = nil
 			terminate("canceled")
@@ -209,8 +226,17 @@ func (c *child) run(ctx, held context.Context, sigs <-chan os.Signal) (status in
 			fmt.Fprintf(c.stderr, "dsync: revocation of the lock on %s requested: SIGTERM to CMD's process group\n", c.path)
 			c.signal(syscall.SIGTERM)
 		case <-lostc:
-			why := fmt.Sprintf("%s lost: %s", c.what, causeText(context.Cause(held)))
+			cause := context.Cause(held)
+			why := fmt.Sprintf("%s lost: %s", c.what, causeText(cause))
 			if !lose(why) {
+				break
+			}
+			if gone || errors.Is(cause, zkconn.ErrSessionLost) || errors.Is(cause, dsync.ErrNodeDeleted) {
+				// The grace period ends before the session can expire
+				// after a drop; here the session or the node is gone
+				// already, and the next in line may hold.
+				fmt.Fprintf(c.stderr, "dsync: %s; the next in line may hold already: SIGKILL to CMD's process group\n", why)
+				kill()
 				break
 			}
 			if !continued.IsZero() && time.Since(continued) < c.timeout {
@@ -247,6 +273,15 @@ func (c *child) start() (<-chan error, error) {
 // gone, which the caller learns from groupGone.
 func (c *child) signal(sig os.Signal) {
 	_ = signalGroup(c.cmd.Process, sig)
+}
+
+// notStarted returns the exit status for a CMD that could not be started
+// with err, as a shell's: 127 if it was not found, else 126.
+func notStarted(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exitNotFound
+	}
+	return exitNoExec
 }
 
 // sayLostBeforeStart says on w that what (the lock, leadership) was lost

@@ -86,9 +86,9 @@
 // CMD runs with dsync's standard input, output and error, in a process
 // group of its own, so that signals reach every process it starts; it is
 // therefore not a terminal's foreground job (reading from the terminal stops
-// it). Its environment gains DSYNC_PATH (PATH) and, for lock and elect,
-// DSYNC_TOKEN: the fencing token of the hold (the lock node's czxid), which
-// grows with every hold; pass it to the resources the lock protects so that
+// it). Its environment gains DSYNC_PATH (PATH) and, for lock, elect and
+// once (the run's lock), DSYNC_TOKEN: the fencing token of the hold (the
+// lock node's czxid), which grows with every hold; pass it to the resources the lock protects so that
 // they can refuse a holder that lost the lock without knowing it. All that
 // follows about the lock holds for leadership and for the lock of a once's
 // run alike.
@@ -118,7 +118,11 @@
 // the session timeout, dsync takes the lock as lost and SIGKILLs the stopped
 // group instead of continuing it. SIGPIPE never kills dsync (a closed
 // stderr only loses its messages); CMD starts with the default action.
-// Signals ignored when dsync starts (nohup) stay ignored, for CMD too.
+// SIGHUP and SIGINT ignored when dsync starts (nohup, a shell's background
+// job) stay ignored, for CMD too; dsync cannot see that other signals were
+// ignored (Go's runtime handles them), so CMD starts with their default
+// actions. SIGSTOP, which dsync cannot catch, stops dsync alone: CMD's group
+// runs on meanwhile, and once the session has expired, without the lock.
 //
 // The lock counts as lost as soon as the connection to ZooKeeper drops (or
 // the session expires, or the lock node is deleted): from then on nothing
@@ -130,7 +134,10 @@
 // last it surely heard, whatever else arrives, and the server may expire
 // the session T after it last heard from dsync, so about T/3 remains; -grace is at most T/4 of the
 // timeout the server granted (default T/4, 2.5s for the default 10s), and a
-// longer -grace is rejected (exit status 2) before the lock is taken.
+// longer -grace is rejected (exit status 2) before the lock is taken. A loss
+// that is final at once (the session expired, or was given up shortly
+// before it could expire; the lock node deleted) gets no grace period: the
+// next in line may hold already, so dsync SIGKILLs CMD's group at once.
 //
 // If dsync dies without ending CMD (SIGKILL, a crash), on Linux the kernel
 // SIGKILLs CMD's first process (Pdeathsig; dsync forks it from a goroutine
@@ -192,8 +199,10 @@
 // or one line on stderr if it is a terminal. A run whose CMD fails records
 // nothing: dsync exits with CMD's status, and the next in line runs CMD.
 // If the lock is lost before CMD's process group is gone (-lost term, which
-// terminates CMD), or before the success is recorded, nothing is recorded
-// and dsync exits 3 (-exit-lost): make CMD safe to run again after an
+// terminates CMD), or (with -lost term) before the success is recorded,
+// nothing is recorded and dsync exits 3 (-exit-lost); with -lost ignore, a
+// success is recorded if the lock node is still there when the record is
+// written (its transaction checks it): make CMD safe to run again after an
 // interrupted run. (If it is lost while the record's request is under way,
 // dsync also exits 3, and says the record may or may not be written.) A
 // run needs write permission on PATH: it advances PATH's version before
@@ -238,7 +247,9 @@
 //	3             the lock was lost while CMD ran (-lost term), or after
 //	              it was acquired and before CMD started (CMD did not
 //	              run); -exit-lost sets another
-//	126, 127      CMD could not be run, or was not found
+//	126, 127      CMD could not be run, or was not found (found before
+//	              anything is dialed, when CMD is not there or not
+//	              executable)
 //	128+N         dsync got signal N while waiting for the lock
 //
 // elect exits as lock does, 1 meaning that leadership was not won and 3

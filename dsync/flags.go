@@ -103,7 +103,9 @@ session expires, the node is deleted), -lost term sends SIGTERM to the
 group, then SIGKILL after -grace, and exits 3. The grace period must end
 before the server can expire the session: -grace is at most a quarter of
 the session timeout the server granted (default: that quarter); a longer
--grace is rejected with exit status 2 before the lock is taken.
+-grace is rejected with exit status 2 before the lock is taken. When the
+session has expired, or the node was deleted, the next in line may hold
+already: the group gets SIGKILL at once.
 
 Flags:
 `
@@ -163,11 +165,12 @@ at=<time>"), and every "dsync once" on PATH from then on, and every one
 waiting meanwhile, exits 0 without running CMD (saying so on stderr only if
 it is a terminal). If CMD fails, nothing is recorded, dsync exits with CMD's
 status, and the next one in line runs CMD. CMD runs as with "dsync lock"
-("dsync help lock" says how); its environment gains DSYNC_PATH.
+("dsync help lock" says how); its environment gains DSYNC_PATH, and
+DSYNC_TOKEN, the fencing token of the run's lock.
 
 If the lock is lost before CMD's process group is gone (-lost term: CMD is
-terminated as "dsync lock" does), or before the success is recorded,
-nothing is recorded and dsync exits 3: the next "dsync once" runs CMD
+terminated as "dsync lock" does), or (with -lost term) before the success
+is recorded, nothing is recorded and dsync exits 3: the next "dsync once" runs CMD
 again. Make CMD safe to run again after an interrupted run. (If it is lost
 while the record's request is under way, dsync also exits 3, and says the
 record may or may not be written.) A run needs write permission on PATH.

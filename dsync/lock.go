@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"time"
 
@@ -60,6 +61,12 @@ func cmdEnv(path string, token int64) []string {
 // "dsync once": it acquires, runs CMD, releases (and for once records the
 // run), and returns the exit status.
 func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Writer) int {
+	// A CMD that cannot be run is found out before anything is dialed, not
+	// once the lock is held.
+	if _, err := exec.LookPath(s.argv[0]); err != nil {
+		fmt.Fprintf(stderr, "dsync: %v\n", err)
+		return notStarted(err)
+	}
 	sigs, stop := notifySignals()
 	defer stop()
 
@@ -72,7 +79,9 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 	msgs := newMsgWriter(stderr)
 	sess, g, code, interrupted := acquire(ctx, name, s, notice, sigs, msgs)
 	if g != nil {
-		code = g.end(newChild(s, g, stdout, stderr, msgs).run(ctx, g.held, sigs))
+		states := sess.Subscribe()
+		code = g.end(newChild(s, g, stdout, stderr, msgs).run(ctx, g.held, states.C(), sigs))
+		states.Stop()
 		interrupted = shutdown(ctx, sess, g.timeout, sigs)
 	}
 	msgs.Close(ctx, sigs, interrupted) // after the release: stderr may block
