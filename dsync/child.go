@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -96,8 +95,7 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 	adoptOrphans()
 	waited, err := c.start()
 	if err != nil {
-		fmt.Fprintf(c.stderr, "dsync: %v\n", err)
-		return notStarted(err), false
+		return startFailed(c.stderr, err), false
 	}
 	var (
 		lostc       = held.Done()
@@ -251,37 +249,38 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 	}
 }
 
-// start starts CMD and returns a channel that receives the result of its
-// Wait. CMD is forked from a goroutine locked to its OS thread until CMD
-// exits, as Pdeathsig (deathsig) fires when the forking thread exits.
+// start starts CMD, under its guard (guard.go), and returns a channel that
+// receives the result of the guard's Wait, which is CMD's.
 func (c *child) start() (<-chan error, error) {
-	started := make(chan error, 1)
+	w, err := startGuarded(c.cmd)
+	if err != nil {
+		return nil, err
+	}
 	waited := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		err := c.cmd.Start()
-		started <- err
-		if err == nil {
-			waited <- c.cmd.Wait()
+		err := c.cmd.Wait()
+		if w != nil {
+			w.Close() // the guard is gone: nothing reads the pipe
 		}
+		waited <- err
 	}()
-	return waited, <-started
+	return waited, nil
+}
+
+// startFailed says on w that CMD could not be started (err), and returns
+// the exit status: 127 if it was not found, else 126.
+func startFailed(w io.Writer, err error) int {
+	fmt.Fprintf(w, "dsync: %v\n", err)
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exitNotFound
+	}
+	return exitNoExec
 }
 
 // signal sends sig to CMD's process group. It fails only when the group is
 // gone, which the caller learns from groupGone.
 func (c *child) signal(sig os.Signal) {
 	_ = signalGroup(c.cmd.Process, sig)
-}
-
-// notStarted returns the exit status for a CMD that could not be started
-// with err, as a shell's: 127 if it was not found, else 126.
-func notStarted(err error) int {
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return exitNotFound
-	}
-	return exitNoExec
 }
 
 // sayLostBeforeStart says on w that what (the lock, leadership) was lost

@@ -93,6 +93,9 @@
 // follows about the lock holds for leadership and for the lock of a once's
 // run alike.
 //
+// CMD's parent, the leader of its group, is a guard: dsync run again, which
+// starts CMD, waits for it and exits as it did (see below).
+//
 // The lock covers CMD's process group: dsync releases it only once no
 // process of the group is left. When CMD exits, the processes it left in
 // its group get SIGTERM, then SIGKILL after the grace period, and dsync
@@ -139,12 +142,17 @@
 // before it could expire; the lock node deleted) gets no grace period: the
 // next in line may hold already, so dsync SIGKILLs CMD's group at once.
 //
-// If dsync dies without ending CMD (SIGKILL, a crash), on Linux the kernel
-// SIGKILLs CMD's first process (Pdeathsig; dsync forks it from a goroutine
-// locked to its OS thread, as the signal fires when the forking thread
-// exits), but not the rest of its group. Elsewhere CMD keeps running
-// without the lock: deliver signals to dsync, not to CMD. Whenever dsync
-// ends CMD or forwards a signal, a line on stderr says why.
+// If dsync dies without ending CMD (SIGKILL, a crash), the guard SIGKILLs
+// CMD's whole process group, set-user-ID programs included, on every Unix:
+// it reads a pipe whose write end only dsync holds, and the read ends when
+// dsync dies. Not covered: a process that leaves the group (setsid); one
+// the guard may not signal (a program that takes another real user id, as
+// sudo does, under a dsync that is not root); the processes CMD left in
+// its group once CMD has exited (the guard exits with it) and dsync is
+// ending them. A group stopped with dsync (SIGTSTP) dies once continued,
+// as the kernel does with a SIGHUP when dsync's death orphans the group.
+// Deliver signals to dsync, not to CMD. Whenever dsync ends CMD or
+// forwards a signal, a line on stderr says why.
 //
 // # TLS
 //

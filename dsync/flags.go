@@ -83,9 +83,9 @@ SIGTERM, SIGUSR1 and SIGUSR2 are forwarded to the group. SIGTSTP, SIGTTIN
 and SIGTTOU stop the group, then dsync; SIGCONT continues both. A stopped
 dsync cannot answer ZooKeeper: after a stop longer than a quarter of the
 session timeout, dsync takes the lock as lost and SIGKILLs the stopped
-group instead of continuing it. On Linux, if dsync dies without ending CMD
-(SIGKILL), the kernel SIGKILLs CMD's first process (Pdeathsig), not the
-rest of its group.
+group instead of continuing it. If dsync dies without ending CMD (SIGKILL,
+a crash), CMD's guard (dsync run again as CMD's parent) SIGKILLs the
+group, set-user-ID programs included.
 
 While dsync waits in line, after 3s it says once on stderr who holds the
 lock, if stderr is a terminal.

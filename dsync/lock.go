@@ -64,8 +64,7 @@ func runHeld(ctx context.Context, name string, s *settings, stdout, stderr io.Wr
 	// A CMD that cannot be run is found out before anything is dialed, not
 	// once the lock is held.
 	if _, err := exec.LookPath(s.argv[0]); err != nil {
-		fmt.Fprintf(stderr, "dsync: %v\n", err)
-		return notStarted(err)
+		return startFailed(stderr, err)
 	}
 	sigs, stop := notifySignals()
 	defer stop()

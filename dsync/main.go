@@ -10,6 +10,9 @@ import (
 )
 
 func main() {
+	if isGuard(os.Args) {
+		os.Exit(guard(os.Args[1:]))
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -220,6 +220,23 @@ func procState(pid int) byte {
 	return 0
 }
 
+// parentOf returns the parent of process pid, from /proc.
+func parentOf(t testing.TB, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pid (comm) state ppid ...: comm may hold spaces, the state follows the last ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, s)
+	}
+	return ppid
+}
+
 // pids parses the whitespace-separated process ids in s.
 func pids(t testing.TB, s string) []int {
 	t.Helper()

@@ -116,15 +116,16 @@ echo ok >> "$1/log"`
 func TestOnceRunnerKilled(t *testing.T) {
 	t.Parallel()
 	path, dir := lockPath(t), t.TempDir()
-	// The first run writes dsync's pid to $1/runner and blocks (exec: the
-	// kernel kills it with dsync, Pdeathsig); the others log ok.
+	// The first run writes its guard's pid (CMD's parent; dsync is the
+	// guard's) to $1/runner and blocks (exec: the guard kills it with
+	// dsync); the others log ok.
 	const script = `if mkdir "$1/first" 2>/dev/null; then echo "$PPID" > "$1/runner"; exec sleep 60; fi
 echo ok >> "$1/log"`
 	procs := onceAll(t, 3, path, []string{"-session-timeout", "2s"}, script, dir)
-	runner := pids(t, awaitFile(t, filepath.Join(dir, "runner"), 30*time.Second))[0]
+	runner := parentOf(t, pids(t, awaitFile(t, filepath.Join(dir, "runner"), 30*time.Second))[0])
 	i := slices.IndexFunc(procs, func(p *proc) bool { return p.cmd.Process.Pid == runner })
 	if i < 0 {
-		t.Fatalf("CMD's parent %d is none of the dsync processes", runner)
+		t.Fatalf("the parent %d of CMD's guard is none of the dsync processes", runner)
 	}
 	killed := procs[i]
 	if err := killed.cmd.Process.Kill(); err != nil {

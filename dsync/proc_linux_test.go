@@ -33,7 +33,7 @@ func isRunning(s byte) bool { return s == 'S' || s == 'R' }
 func isGone(s byte) bool    { return s == 0 || s == 'Z' }
 
 // TestLockKilledDsyncKillsCMD pins CMD running on without the lock after
-// dsync was SIGKILLed (Pdeathsig).
+// dsync was SIGKILLed (its guard kills it).
 func TestLockKilledDsyncKillsCMD(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -20,11 +20,9 @@ var (
 
 // newProcessGroup makes cmd start in a process group of its own, so that
 // a signal reaches every process CMD starts (a shell's children too), and a
-// terminal's Ctrl-C reaches dsync only, which forwards it once. On Linux,
-// CMD also gets SIGKILL when the thread that started it exits (deathsig).
+// terminal's Ctrl-C reaches dsync only, which forwards it once.
 func newProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	deathsig(cmd.SysProcAttr)
 }
 
 // signalGroup sends sig to the process group of p, started by

@@ -133,7 +133,11 @@ func TestReviewSafetyValveReleasesWithLiveGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	pg := pids(t, awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second))[0]
+	sh := pids(t, awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second))[0]
+	pg, err := syscall.Getpgid(sh) // its guard's pid
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A root process in CMD's group (as sudo in CMD would make): dsync, run
 	// as uid 65534, cannot signal it.
 	h := exec.Command("sleep", "60")
@@ -146,8 +150,8 @@ func TestReviewSafetyValveReleasesWithLiveGroup(t *testing.T) {
 	defer syscall.Kill(hp, syscall.SIGKILL)
 	awaitChildren(t, observer(t), path, 1)
 	m := dsync.NewMutex(dial(t, shared.Addr()), path)
-	if !awaitExit(t, pg, 30*time.Second) { // CMD exits; dsync then fails to kill the root process
-		t.Fatalf("CMD (%d) still runs after 30s", pg)
+	if !awaitExit(t, sh, 30*time.Second) { // CMD exits; dsync then fails to kill the root process
+		t.Fatalf("CMD (%d) still runs after 30s", sh)
 	}
 	if _, err := m.TryLockContext(context.Background()); !errors.Is(err, dsync.ErrWouldBlock) {
 		t.Fatalf("TryLockContext while process %d of CMD's group is alive = %v; want ErrWouldBlock", hp, err)

@@ -1,0 +1,131 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The guard is dsync re-executed to start CMD: the leader of CMD's process
+// group, and CMD's parent. Its invariant: no process of CMD's group
+// outlives dsync: when dsync dies, the guard's read of the pipe ends and it
+// SIGKILLs the group. dsync holds the pipe's only write end, close-on-exec,
+// so the read ends however dsync dies (SIGKILL, a crash), and the group's
+// SIGKILL takes set-user-ID programs too, which the kernel spares from
+// Pdeathsig. Otherwise the guard is invisible: it ignores the signals sent
+// to the group (by dsync, or anyone), which reach CMD directly, and exits
+// as CMD did.
+//
+// guardArg0 is the guard's argv[0], which main looks for before anything
+// else; no one types it, and CMD sees neither it nor anything else of the
+// guard (its environment is the one dsync gives it). The rest of the argv
+// is the read end's descriptor, CMD's path (resolved by dsync) and CMD's
+// argv.
+const guardArg0 = "dsync (guard)"
+
+// isGuard reports whether args, os.Args, are a guard's.
+func isGuard(args []string) bool { return len(args) > 0 && args[0] == guardArg0 }
+
+// guardArgs returns the argv of a guard reading descriptor fd that starts
+// the program path with argv.
+func guardArgs(fd uintptr, path string, argv []string) []string {
+	return slices.Concat([]string{guardArg0, strconv.FormatUint(uint64(fd), 10), path}, argv)
+}
+
+// startGuarded starts cmd, prepared by newChild, under a guard: cmd's
+// Path and Args become the guard's. It returns the write end of the
+// guard's pipe, which dsync holds until the guard has exited. A failure to
+// start the guard itself is not CMD's: it is not fs.ErrNotExist.
+func startGuarded(cmd *exec.Cmd) (w *os.File, err error) {
+	if cmd.Err != nil {
+		return nil, cmd.Start() // CMD not found, as without a guard
+	}
+	exe, err := executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
+	}
+	defer r.Close()
+	// The read end goes to the guard at its own number, clear of the
+	// descriptors dsync inherited, which CMD inherits in turn; the write
+	// end stays close-on-exec.
+	fd := r.Fd()
+	if _, err := unix.FcntlInt(fd, unix.F_SETFD, 0); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
+	}
+	cmd.Args = guardArgs(fd, cmd.Path, cmd.Args)
+	cmd.Path = exe
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
+	}
+	return w, nil
+}
+
+// guard runs as the guard with args, os.Args without argv[0], and returns
+// the exit status for os.Exit if it does not die as CMD did.
+func guard(args []string) int {
+	fd := -1
+	if len(args) >= 3 {
+		fd, _ = strconv.Atoi(args[0])
+	}
+	if pgid, err := unix.Getpgid(0); fd < 3 || err != nil || pgid != os.Getpid() {
+		fmt.Fprintf(os.Stderr, "dsync: argv[0] %q is for dsync's own use\n", guardArg0)
+		return exitUsage
+	}
+	// The signals sent to CMD's group (those dsync forwards, or anyone's)
+	// reach CMD: the guard catches every one it can and does nothing, so as
+	// to outlive CMD and report its end. Those ignored at start stay
+	// ignored for CMD; caught ones go back to the default action in CMD
+	// when it execs.
+	caught := make(chan os.Signal, 1) // never read
+	for sig := syscall.Signal(1); sig < 32; sig++ {
+		if sig != syscall.SIGKILL && sig != syscall.SIGSTOP && !signal.Ignored(sig) {
+			signal.Notify(caught, sig)
+		}
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		fmt.Fprintf(os.Stderr, "dsync: guard: %v\n", err)
+		return exitNoExec
+	}
+	go func() {
+		var b [1]byte
+		for {
+			if _, err := syscall.Read(fd, b[:]); err != syscall.EINTR {
+				break
+			}
+		}
+		_ = syscall.Kill(0, syscall.SIGKILL) // dsync is gone
+	}()
+	cmd := &exec.Cmd{Path: args[1], Args: args[2:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	if err := cmd.Start(); err != nil {
+		return startFailed(os.Stderr, err)
+	}
+	if err := cmd.Wait(); cmd.ProcessState == nil {
+		fmt.Fprintf(os.Stderr, "dsync: %v\n", err) // as exitStatus says it
+		return exitFail
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return cmd.ProcessState.ExitCode()
+	}
+	// Die of the same signal, without a core file; where that cannot be
+	// (dieOf), exit as a shell reports the death, which dsync reads the
+	// same way (exitStatus).
+	sig := ws.Signal()
+	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
+	dieOf(sig)
+	return 128 + int(sig)
+}

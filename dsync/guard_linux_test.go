@@ -1,0 +1,320 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestGuardDsyncDiesGroupDies pins CMD's group running on without the lock
+// once dsync died without ending it, killed or crashed (Go's runtime turns
+// SIGABRT into a crash): Pdeathsig ended CMD's first process only, and a
+// background child of it ran on.
+func TestGuardDsyncDiesGroupDies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"SIGKILL", syscall.SIGKILL}, {"SIGABRT", syscall.SIGABRT}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			p := start(t, "lock", "-zk", shared.Addr(), lockPath(t), "--", "sh", "-c", readyScript, "sh", dir)
+			ps := pids(t, awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second))
+			killGroupAtCleanup(t, ps[0])
+			// No core file of dsync, whatever GOTRACEBACK says.
+			if err := unix.Prlimit(p.cmd.Process.Pid, unix.RLIMIT_CORE, &unix.Rlimit{}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			p.wait(t, 30*time.Second)
+			for i, pid := range ps {
+				if !awaitExit(t, pid, 30*time.Second) {
+					t.Errorf("%s %d of CMD's group still runs 30s after dsync died of %s", []string{"CMD", "its background child"}[i], pid, tc.name)
+				}
+			}
+		})
+	}
+}
+
+// killGroupAtCleanup SIGKILLs the process group of pid when the test ends,
+// in case the test failed with processes of it left.
+func killGroupAtCleanup(t *testing.T, pid int) {
+	t.Helper()
+	pg, err := syscall.Getpgid(pid)
+	if err != nil {
+		t.Fatalf("getpgid(%d): %v", pid, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-pg, syscall.SIGKILL) })
+}
+
+// TestGuardSetuidCMDDiesWithDsync pins a set-user-ID CMD running on after
+// dsync was SIGKILLed: the kernel clears Pdeathsig when a process execs
+// such a program. CMD is a copy of sleep owned by nobody, mode 04755, run
+// by root; setting it up takes root (CI runs as root).
+func TestGuardSetuidCMDDiesWithDsync(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root, to make a set-user-ID program of another user (CI runs as root)")
+	}
+	dir := t.TempDir()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "setuid-sleep")
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(prog, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(prog, 0o755|os.ModeSetuid); err != nil { // after the chown, which clears it
+		t.Fatal(err)
+	}
+	p := start(t, "lock", "-zk", shared.Addr(), lockPath(t), "--",
+		"sh", "-c", `echo "$$" > "$1/ready"; exec "$2" 60`, "sh", dir, prog)
+	pid := pids(t, awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second))[0]
+	killGroupAtCleanup(t, pid)
+	awaitEuid(t, pid, 65534) // the exec is done, set-user-ID
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 30*time.Second)
+	if !awaitExit(t, pid, 30*time.Second) {
+		t.Errorf("the set-user-ID CMD %d still runs 30s after dsync was killed", pid)
+	}
+}
+
+// awaitEuid waits until process pid has effective user id uid, reading
+// /proc every 10ms (no event tells of an exec), and fails the test after
+// 30s: then the exec did not happen, or the file system ignores the
+// set-user-ID bit (nosuid).
+func awaitEuid(t *testing.T, pid, uid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		for line := range strings.Lines(string(b)) {
+			// Uid: real effective saved fs
+			if f := strings.Fields(line); len(f) == 5 && f[0] == "Uid:" && f[2] == strconv.Itoa(uid) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not get effective uid %d within 30s (a nosuid file system?); status:\n%s", pid, uid, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestGuardInvisibleStatus: with the guard between them, dsync still exits
+// as CMD did (the guard takes a signal to the group and does nothing), and
+// says what it said when CMD could not be started, once.
+func TestGuardInvisibleStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		cmd    []string
+		want   int
+		stderr string
+	}{
+		{"exit 0", []string{"true"}, 0, ""},
+		{"exit 3", []string{"sh", "-c", "exit 3"}, 3, ""},
+		{"exit 42", []string{"sh", "-c", "exit 42"}, 42, ""},
+		{"SIGTERM", []string{"sh", "-c", "kill -TERM $$"}, 128 + int(syscall.SIGTERM), ""},
+		{"SIGUSR1", []string{"sh", "-c", "kill -USR1 $$"}, 128 + int(syscall.SIGUSR1), ""},
+		{"SIGSEGV", []string{"sh", "-c", "ulimit -c 0; kill -SEGV $$"}, 128 + int(syscall.SIGSEGV), ""},
+		{"SIGKILL", []string{"sh", "-c", "kill -KILL $$"}, 128 + int(syscall.SIGKILL), ""},
+		{"SIGABRT to the group", []string{"sh", "-c", "ulimit -c 0; kill -ABRT 0"}, 128 + int(syscall.SIGABRT), ""},
+		{"not found", []string{"dsync-test-no-such-command"}, exitNotFound,
+			"dsync: exec: \"dsync-test-no-such-command\": executable file not found in $PATH\n"},
+		{"not found by path", []string{"/nonexistent/cmd"}, exitNotFound, "dsync: fork/exec /nonexistent/cmd: no such file or directory\n"},
+		{"not executable", []string{"/dev/null"}, exitNoExec, "dsync: fork/exec /dev/null: permission denied\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr := dsyncRun(t, slices.Concat([]string{"lock", "-zk", shared.Addr(), lockPath(t), "--"}, tc.cmd)...)
+			if code != tc.want || stderr != tc.stderr {
+				t.Errorf("dsync exited %d, stderr %q; want %d, %q", code, stderr, tc.want, tc.stderr)
+			}
+		})
+	}
+}
+
+// TestGuardForwardsOnce: a signal dsync forwards reaches CMD once (the
+// guard, in CMD's group, takes it and does nothing with it).
+func TestGuardForwardsOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const script = `trap 'echo USR1 >> "$1/log"' USR1
+trap 'echo USR2 >> "$1/log"; kill $s; exit 0' USR2
+(trap '' USR1 USR2; exec sleep 60) & s=$!
+echo ready > "$1/ready"
+while kill -0 $s 2>/dev/null; do wait $s; done`
+	p := start(t, "lock", "-zk", shared.Addr(), lockPath(t), "--", "sh", "-c", script, "sh", dir)
+	awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	awaitFile(t, filepath.Join(dir, "log"), 30*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("dsync exited %d; want CMD's 0; stderr:\n%s", code, &p.stderr)
+	}
+	if got, want := readFile(t, filepath.Join(dir, "log")), "USR1\nUSR2\n"; got != want {
+		t.Errorf("CMD's traps ran %q; want %q", got, want)
+	}
+}
+
+// TestGuardSignalsIgnoredAtStart: a SIGHUP ignored when dsync starts
+// (nohup) stays ignored for CMD, and the signals the guard catches start
+// with the default action in CMD, as they did without a guard.
+func TestGuardSignalsIgnoredAtStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		setup string // run by the shell that execs dsync
+		hup   bool   // SIGHUP ignored for CMD
+	}{{"nohup", "trap '' HUP", true}, {"plain", ":", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := startWith(t, func(p *proc) {
+				p.cmd.Path = "/bin/sh"
+				p.cmd.Args = append([]string{"sh", "-c", tc.setup + `; exec "$0" "$@"`, bin}, p.cmd.Args[1:]...)
+			}, "lock", "-zk", shared.Addr(), lockPath(t), "--", "grep", "^SigIgn:", "/proc/self/status")
+			if code := p.wait(t, 30*time.Second); code != 0 {
+				t.Fatalf("dsync exited %d; want 0; stderr:\n%s", code, &p.stderr)
+			}
+			f := strings.Fields(p.stdout.String())
+			if len(f) != 2 {
+				t.Fatalf("CMD printed %q; want its SigIgn line", &p.stdout)
+			}
+			ign, err := strconv.ParseUint(f[1], 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bit := func(sig syscall.Signal) bool { return ign&(1<<(sig-1)) != 0 }
+			if bit(syscall.SIGHUP) != tc.hup {
+				t.Errorf("SIGHUP ignored for CMD: %v; want %v (SigIgn %s)", bit(syscall.SIGHUP), tc.hup, f[1])
+			}
+			for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE} {
+				if bit(sig) {
+					t.Errorf("%v ignored for CMD (SigIgn %s); want the default action", sig, f[1])
+				}
+			}
+		})
+	}
+}
+
+// TestGuardEnvironment: CMD's environment is dsync's with DSYNC_PATH and
+// DSYNC_TOKEN, and nothing of the guard.
+func TestGuardEnvironment(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	p := start(t, "lock", "-zk", shared.Addr(), path, "--", "cat", "/proc/self/environ")
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("dsync exited %d; want 0; stderr:\n%s", code, &p.stderr)
+	}
+	envMap := func(env []string) map[string]string {
+		m := map[string]string{}
+		for _, kv := range env {
+			k, v, _ := strings.Cut(kv, "=")
+			m[k] = v // the last wins, as in os/exec
+		}
+		return m
+	}
+	got := envMap(strings.Split(strings.TrimSuffix(p.stdout.String(), "\x00"), "\x00"))
+	want := envMap(p.cmd.Env)
+	want["DSYNC_PATH"] = path
+	if _, ok := got["DSYNC_TOKEN"]; !ok {
+		t.Errorf("CMD has no DSYNC_TOKEN")
+	}
+	want["DSYNC_TOKEN"] = got["DSYNC_TOKEN"]
+	if !maps.Equal(got, want) {
+		for k := range maps.Keys(got) {
+			if w, ok := want[k]; !ok || w != got[k] {
+				t.Errorf("CMD has %s=%q; want %q (set: %v)", k, got[k], w, ok)
+			}
+		}
+		for k := range maps.Keys(want) {
+			if _, ok := got[k]; !ok {
+				t.Errorf("CMD lacks %s=%q", k, want[k])
+			}
+		}
+	}
+}
+
+// TestGuardKilledCMDEnded: a guard killed by someone else leaves CMD
+// orphaned in its group; dsync takes the guard's death for CMD's exit and
+// ends the group as it ends what CMD leaves behind (SIGTERM, here ignored,
+// then SIGKILL after -grace).
+func TestGuardKilledCMDEnded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, "lock", "-zk", shared.Addr(), "-grace", "200ms", lockPath(t), "--",
+		"sh", "-c", `trap '' TERM; sleep 60 & echo "$$ $!" > "$1/ready"; wait`, "sh", dir)
+	ps := pids(t, awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second))
+	killGroupAtCleanup(t, ps[0])
+	guardPid := parentOf(t, ps[0])
+	if pg, err := syscall.Getpgid(ps[0]); err != nil || pg != guardPid {
+		t.Fatalf("CMD's group is %d (%v); want its parent's pid %d, the guard's", pg, err, guardPid)
+	}
+	if err := syscall.Kill(guardPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code, want := p.wait(t, 30*time.Second), 128+int(syscall.SIGKILL); code != want {
+		t.Errorf("dsync exited %d; want %d; stderr:\n%s", code, want, &p.stderr)
+	}
+	for _, want := range []string{"CMD exited, leaving processes in its process group", "SIGKILL"} {
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("stderr = %q; want it to say %q", &p.stderr, want)
+		}
+	}
+	for _, pid := range ps {
+		if alive(pid) {
+			t.Errorf("process %d of CMD's group outlived dsync", pid)
+		}
+	}
+}
+
+// TestGuardPassesInheritedDescriptors: a descriptor dsync inherited (3
+// here, as make's jobserver or a shell's 3>file gives) reaches CMD at its
+// number, as without a guard: the guard's pipe takes another.
+func TestGuardPassesInheritedDescriptors(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := startWith(t, func(p *proc) { p.cmd.ExtraFiles = []*os.File{w} },
+		"lock", "-zk", shared.Addr(), lockPath(t), "--", "sh", "-c", "echo fd3 >&3")
+	w.Close()
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("dsync exited %d; want 0; stderr:\n%s", code, &p.stderr)
+	}
+	b, err := io.ReadAll(r) // every writer is gone
+	if err != nil || string(b) != "fd3\n" {
+		t.Errorf("CMD wrote %q, %v to descriptor 3; want %q", b, err, "fd3\n")
+	}
+}
