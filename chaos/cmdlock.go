@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,21 +38,21 @@ const kindCmdHold = "cmdhold" // the holder CMD runs (not a worker of its own)
 // once it reads it back, every line CMD wrote before is read.
 const cmdFlushType = "flush"
 
-// cmdGroupType is the first line SCRIPT writes: its pid, the process group
-// of every process CMD starts.
+// cmdGroupType is the first line SCRIPT writes: its process group (its
+// parent's pid, dsync's guard's), that of every process CMD starts.
 const cmdGroupType = "cmdgroup"
 
 // cmdScript is SCRIPT; $1 is this binary, $2 the run, $3 and $4 how long
 // the foreground and background holders hold, $5 the lock path.
 const cmdScript = `trap '' TERM
-printf '{"type":"` + cmdGroupType + `","run":%d,"pid":%d}\n' "$2" $$
+printf '{"type":"` + cmdGroupType + `","run":%d,"pid":%d}\n' "$2" "$(cut -d' ' -f5 /proc/$$/stat)"
 "$1" -worker ` + kindCmdHold + ` -run "$2" -hold $(($2*2)) -for "$4" -path "$5" &
 "$1" -worker ` + kindCmdHold + ` -run "$2" -hold $(($2*2-1)) -for "$3" -path "$5"
 wait`
 
-// pdeathWait bounds the wait for CMD's first process to die once dsync was
-// killed (Pdeathsig).
-const pdeathWait = time.Second
+// killedWait bounds the wait for CMD's group to die once dsync was killed
+// (dsync's guard SIGKILLs it).
+const killedWait = time.Second
 
 // cmdHoldMain is a holder CMD runs: it ignores SIGTERM (a SIGTERM before
 // this line kills it before it entered), writes an enter record, holds, and
@@ -224,38 +223,31 @@ const exitUsage = 2
 
 // reap waits for CMD's process group pgid to be gone, and sets end.At to
 // when it saw it gone. dsync returns only once the group is gone, unless it
-// was killed: then the kernel kills CMD's first process (Pdeathsig), which
-// it waits for (end.Detail says how long it took), while it kills the rest
-// of the group itself, as a supervisor would, noting them in end.Survivors.
-// A process left otherwise is a problem.
+// was killed: then dsync's guard kills the group, which reap waits for
+// (end.Detail says how long it took); what is left after killedWait it
+// kills itself, as a supervisor would, noting them in end.Survivors. A
+// process left is a problem.
 func (cw *cmdWorker) reap(end *record, pgid int, killed bool) {
 	left := groupMembers(pgid)
 	if len(left) == 0 {
 		end.At = now()
 		return
 	}
-	var others []int
-	for _, pid := range left {
-		if pid != pgid {
-			others = append(others, pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	end.Survivors = len(others)
 	problem := ""
-	switch {
-	case !killed:
-		problem = fmt.Sprintf("dsync returned with processes of CMD's group %d left: %v", pgid, left)
-	case slices.Contains(left, pgid):
-		deadline := time.Now().Add(pdeathWait)
-		for slices.Contains(groupMembers(pgid), pgid) && time.Now().Before(deadline) {
+	if killed {
+		deadline := time.Now().Add(killedWait)
+		for len(left) > 0 && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
+			left = groupMembers(pgid)
 		}
 		took := time.Duration(now() - end.Return)
-		end.Detail = fmt.Sprintf("CMD's first process %d died within %v of dsync", pgid, took.Round(time.Millisecond))
-		if slices.Contains(groupMembers(pgid), pgid) {
-			problem = fmt.Sprintf("CMD's first process %d outlived the SIGKILL of dsync by %v", pgid, pdeathWait)
+		end.Detail = fmt.Sprintf("CMD's group %d died within %v of dsync", pgid, took.Round(time.Millisecond))
+		if len(left) > 0 {
+			end.Survivors = len(left)
+			problem = fmt.Sprintf("processes %v of CMD's group %d outlived the SIGKILL of dsync by %v", left, pgid, killedWait)
 		}
+	} else {
+		problem = fmt.Sprintf("dsync returned with processes of CMD's group %d left: %v", pgid, left)
 	}
 	if problem != "" {
 		cw.out.emit(record{Type: recProblem, At: now(), Detail: fmt.Sprintf("%s#%d run %d: %s", cw.cfg.name, cw.cfg.inc, end.Run, problem)})

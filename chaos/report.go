@@ -70,7 +70,7 @@ func (r *results) table(cfg config) string {
 		row(sig+" of a holder → next acquire", "median %s, max %s (%d)", ms(ds[len(ds)/2]), ms(ds[len(ds)-1]), len(ds))
 	}
 	if cfg.workers[kindCmdLock] > 0 {
-		row("`dsync lock`: dsync sent SIGTERM / SIGKILL (its worker goes on)", "%d / %d; %d SIGKILLs left processes of CMD's group (Pdeathsig ends its first process only), killed by the worker within %s",
+		row("`dsync lock`: dsync sent SIGTERM / SIGKILL (its worker goes on)", "%d / %d; %d SIGKILLs left processes of CMD's group past dsync's guard (it SIGKILLs the group), killed by the worker within %s",
 			r.dsyncSignals["SIGTERM"], r.dsyncSignals["SIGKILL"], r.survived, ms(r.outlived))
 	}
 	verdict := "linearizable"
