@@ -146,8 +146,8 @@ func TestGuardInvisibleStatus(t *testing.T) {
 		{"SIGABRT to the group", []string{"sh", "-c", "ulimit -c 0; kill -ABRT 0"}, 128 + int(syscall.SIGABRT), ""},
 		{"not found", []string{"dsync-test-no-such-command"}, exitNotFound,
 			"dsync: exec: \"dsync-test-no-such-command\": executable file not found in $PATH\n"},
-		{"not found by path", []string{"/nonexistent/cmd"}, exitNotFound, "dsync: fork/exec /nonexistent/cmd: no such file or directory\n"},
-		{"not executable", []string{"/dev/null"}, exitNoExec, "dsync: fork/exec /dev/null: permission denied\n"},
+		{"not found by path", []string{"/nonexistent/cmd"}, exitNotFound, "dsync: exec: \"/nonexistent/cmd\": stat /nonexistent/cmd: no such file or directory\n"},
+		{"not executable", []string{"/dev/null"}, exitNoExec, "dsync: exec: \"/dev/null\": permission denied\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
