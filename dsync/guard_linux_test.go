@@ -103,26 +103,26 @@ func TestGuardSetuidCMDDiesWithDsync(t *testing.T) {
 	}
 }
 
-// awaitEuid waits until process pid has effective user id uid, reading
-// /proc every 10ms (no event tells of an exec), and fails the test after
-// 30s: then the exec did not happen, or the file system ignores the
-// set-user-ID bit (nosuid).
+// awaitEuid waits until process pid has effective user id uid (see
+// awaitProc); if it does not, the exec did not happen, or the file system
+// ignores the set-user-ID bit (nosuid).
 func awaitEuid(t *testing.T, pid, uid int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	status := func() string {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		for line := range strings.Lines(string(b)) {
+		return string(b)
+	}
+	awaitProc(t, func() bool {
+		for line := range strings.Lines(status()) {
 			// Uid: real effective saved fs
 			if f := strings.Fields(line); len(f) == 5 && f[0] == "Uid:" && f[2] == strconv.Itoa(uid) {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d did not get effective uid %d within 30s (a nosuid file system?); status:\n%s", pid, uid, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	}, func() string {
+		return fmt.Sprintf("process %d did not get effective uid %d within 30s (a nosuid file system?); status:\n%s", pid, uid, status())
+	})
 }
 
 // TestGuardInvisibleStatus: with the guard between them, dsync still exits

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,18 +14,28 @@ import (
 )
 
 // awaitState waits until every process of ps is in a state for which ok
-// holds. These processes are not the test's children and Linux offers no
-// event for a state change, so it reads /proc every 10ms.
+// holds (see awaitProc).
 func awaitState(t *testing.T, ps []int, what string, ok func(byte) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	for _, pid := range ps {
-		for !ok(procState(pid)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d is in state %q; want it %s", pid, procState(pid), what)
-			}
-			time.Sleep(10 * time.Millisecond)
+		awaitProc(t, func() bool { return ok(procState(pid)) }, func() string {
+			return fmt.Sprintf("process %d is in state %q; want it %s", pid, procState(pid), what)
+		})
+	}
+}
+
+// awaitProc waits until ok holds of what /proc tells, and fails the test
+// with failure() if it does not within 30s. The processes it looks at are
+// not the test's children, and Linux offers no event for a change of their
+// state or credentials, so it reads every 10ms.
+func awaitProc(t *testing.T, ok func() bool, failure func() string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal(failure())
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
