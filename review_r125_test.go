@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/dsync-go/dsync"
+	"github.com/dsync-go/dsync/zkconn"
 	"github.com/dsync-go/dsync/zkconn/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // TestReviewR125WeightedWaitingLeaseDeleted: H acquires 2 leases of a
@@ -58,28 +60,7 @@ func TestReviewR125WeightedWaitingLeaseDeleted(t *testing.T) {
 			t.Fatalf("H did not queue again after its waiting lease %s was deleted: leases %v", mine[0], now)
 		}
 	}
-	select {
-	case err := <-res:
-		t.Fatalf("H's Acquire = %v while A holds 1 of 2 and H wants 2", err)
-	default:
-	}
-	a.Release(1)
-	if err := reviewRecv(t, "H's Acquire", res); err != nil {
-		t.Fatal(err)
-	}
-	leases := children(t, obs, path+"/leases")
-	if len(leases) != 2 {
-		t.Fatalf("H holds with leases %v; want exactly its 2", leases)
-	}
-	for _, l := range leases {
-		if sid := mustSessionOf(t, obs, path+"/leases/"+l); sid != sessionID(t, s) {
-			t.Errorf("lease %s owned by %#x, not H's session", l, sid)
-		}
-	}
-	h.Release(2)
-	awaitChildren(t, obs, path+"/leases", 0)
-	awaitChildren(t, obs, path+"/locks", 0)
-	r38NoWatches(t, path, obs)
+	r125GrantOnRelease(t, obs, path, s, a, h, res, 2)
 }
 
 // TestReviewR125ElectionMiddleWaiterDeleted: L leads, F1 waits behind L,
@@ -230,28 +211,37 @@ func TestReviewR125WeightedSecondLeaseCreateFault(t *testing.T) {
 			if kids := children(t, obs, path+"/leases"); len(kids) != 4 {
 				t.Fatalf("leases %v; want A's and H's 3", kids)
 			}
-			select {
-			case err := <-res:
-				t.Fatalf("H's Acquire = %v while A holds 1 of 3 and H wants 3", err)
-			default:
-			}
-			a.Release(1)
-			if err := reviewRecv(t, "H's Acquire", res); err != nil {
-				t.Fatal(err)
-			}
-			kids := children(t, obs, path+"/leases")
-			if len(kids) != 3 {
-				t.Fatalf("H holds with leases %v; want 3", kids)
-			}
-			for _, l := range kids {
-				if sid := mustSessionOf(t, obs, path+"/leases/"+l); sid != sessionID(t, s) {
-					t.Errorf("lease %s owned by %#x, not H's session", l, sid)
-				}
-			}
-			h.Release(3)
-			awaitChildren(t, obs, path+"/leases", 0)
-			awaitChildren(t, obs, path+"/locks", 0)
-			r38NoWatches(t, path, obs)
+			r125GrantOnRelease(t, obs, path, s, a, h, res, 3)
 		})
 	}
+}
+
+// r125GrantOnRelease checks that H (h on session s), waiting for n leases
+// (its Acquire's result comes on res) while A (a) holds 1, has not acquired
+// yet, then that A's release grants H exactly n leases of its session's,
+// and that H's release leaves no node or watch at path.
+func r125GrantOnRelease(t *testing.T, obs *zk.Conn, path string, s *zkconn.Session, a, h *dsync.Weighted, res <-chan error, n int64) {
+	t.Helper()
+	select {
+	case err := <-res:
+		t.Fatalf("H's Acquire = %v while A holds 1 and H waits for %d", err, n)
+	default:
+	}
+	a.Release(1)
+	if err := reviewRecv(t, "H's Acquire", res); err != nil {
+		t.Fatal(err)
+	}
+	leases := children(t, obs, path+"/leases")
+	if int64(len(leases)) != n {
+		t.Fatalf("H holds with leases %v; want exactly its %d", leases, n)
+	}
+	for _, l := range leases {
+		if sid := mustSessionOf(t, obs, path+"/leases/"+l); sid != sessionID(t, s) {
+			t.Errorf("lease %s owned by %#x, not H's session", l, sid)
+		}
+	}
+	h.Release(n)
+	awaitChildren(t, obs, path+"/leases", 0)
+	awaitChildren(t, obs, path+"/locks", 0)
+	r38NoWatches(t, path, obs)
 }
