@@ -36,8 +36,8 @@ deps:
 	echo "deps: install them with: sudo apt-get install $(APT_PACKAGES)" >&2; \
 	exit 1
 
-# About 11 to 12 1/2 minutes on 2 cores: the root package takes 10 to 11
-# (half of it in serial tests that bound how long calls take), the others
+# About 9 to 12 minutes on 2 cores: the root package takes 8 to 11 (half
+# of it in serial tests that bound how long calls take), the others
 # about as long in all, one after another beside it; the timeout catches a
 # test that hangs, with room for a slower machine.
 test: deps
