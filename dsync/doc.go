@@ -94,7 +94,12 @@
 // run alike.
 //
 // CMD's parent, the leader of its group, is a guard: dsync run again, which
-// starts CMD, waits for it and exits as it did (see below).
+// starts CMD, waits for it and exits as it did (see below). A signal that
+// reaches the group in the few milliseconds between the guard's start and
+// CMD's (forwarded by dsync, a revocation's SIGTERM) reaches the guard
+// alone: it is lost, or, for SIGQUIT before the guard handles signals, ends
+// the guard with status 2 and CMD does not start. SIGKILL, and the SIGKILL
+// that follows a SIGTERM after the grace period, are not lost.
 //
 // The lock covers CMD's process group: dsync releases it only once no
 // process of the group is left. When CMD exits, the processes it left in
