@@ -38,6 +38,11 @@ type child struct {
 	timeout  time.Duration   // the granted session timeout
 	revoked  <-chan struct{} // closed when a revocation is requested (-revocable)
 	stderr   io.Writer       // dsync's messages
+
+	// Until the guard has started CMD: ready, closed then (start), and the
+	// signals for the group held back till then (signal).
+	ready   <-chan struct{}
+	pending []os.Signal
 }
 
 // newChild prepares argv to run with dsync's stdio (stdout and stderr as
@@ -74,7 +79,9 @@ func newChild(s *settings, g *grant, stdout, stderr, msgs io.Writer) *child {
 //     a request made before CMD started keeps it from starting;
 //   - when ctx is done, the same happens without counting as a loss;
 //   - SIGKILL follows every SIGTERM of the group after the grace period,
-//     whatever the first process did meanwhile.
+//     whatever the first process did meanwhile;
+//   - the signals but SIGKILL, SIGSTOP and SIGCONT wait until the guard
+//     has started CMD (signal).
 //
 // It returns the exit status: CMD's (128+N for a death by signal N),
 // -exit-lost if the loss terminated CMD, 126/127 if CMD could not be
@@ -144,8 +151,13 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 	}
 	for {
 		select {
+		case <-c.ready:
+			c.started()
 		case err := <-waited:
 			waited = nil
+			if c.ready != nil {
+				c.started() // closed before waited receives
+			}
 			status = exitStatus(err, c.stderr)
 			if groupGone(c.cmd.Process) {
 				return end()
@@ -250,17 +262,24 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 }
 
 // start starts CMD, under its guard (guard.go), and returns a channel that
-// receives the result of the guard's Wait, which is CMD's.
+// receives the result of the guard's Wait, which is CMD's. c.ready closes
+// once the guard has started CMD, or is gone, before that result comes.
 func (c *child) start() (<-chan error, error) {
-	w, err := startGuarded(c.cmd)
+	link, err := startGuarded(c.cmd)
 	if err != nil {
 		return nil, err
 	}
+	ready := make(chan struct{})
+	c.ready = ready
 	waited := make(chan error, 1)
 	go func() {
+		if link != nil {
+			_, _ = link.Read(make([]byte, 1)) // end of file: CMD started, or the guard is gone
+		}
+		close(ready)
 		err := c.cmd.Wait()
-		if w != nil {
-			w.Close() // the guard is gone: nothing reads the pipe
+		if link != nil {
+			link.Close() // the guard is gone: nothing reads the other end
 		}
 		waited <- err
 	}()
@@ -277,10 +296,27 @@ func startFailed(w io.Writer, err error) int {
 	return exitNoExec
 }
 
-// signal sends sig to CMD's process group. It fails only when the group is
+// signal sends sig to CMD's process group. Until the guard has started
+// CMD (c.ready), it holds back the signals that the guard would take alone,
+// and started sends them; SIGKILL, SIGSTOP and SIGCONT go at once: they act
+// on the guard as they would on CMD. Sending fails only when the group is
 // gone, which the caller learns from groupGone.
 func (c *child) signal(sig os.Signal) {
+	if c.ready != nil && sig != os.Kill && sig != stopSignal && sig != contSignal {
+		c.pending = append(c.pending, sig)
+		return
+	}
 	_ = signalGroup(c.cmd.Process, sig)
+}
+
+// started sends the signals held back until the guard started CMD (or was
+// gone), in order; call it once c.ready is closed.
+func (c *child) started() {
+	c.ready = nil
+	for _, sig := range c.pending {
+		c.signal(sig)
+	}
+	c.pending = nil
 }
 
 // sayLostBeforeStart says on w that what (the lock, leadership) was lost

@@ -94,12 +94,12 @@
 // run alike.
 //
 // CMD's parent, the leader of its group, is a guard: dsync run again, which
-// starts CMD, waits for it and exits as it did (see below). A signal that
-// reaches the group in the few milliseconds between the guard's start and
-// CMD's (forwarded by dsync, a revocation's SIGTERM) reaches the guard
-// alone: it is lost, or, for SIGQUIT before the guard handles signals, ends
-// the guard with status 2 and CMD does not start. SIGKILL, and the SIGKILL
-// that follows a SIGTERM after the grace period, are not lost.
+// starts CMD, waits for it and exits as it did (see below). The signals
+// dsync sends the group (those it forwards, a revocation's SIGTERM, the
+// SIGTERM of a loss) wait until the guard has started CMD, which takes a
+// few milliseconds; SIGKILL does not wait. A signal someone else sends the
+// group in those milliseconds reaches the guard alone, which drops it (or,
+// before the guard handles signals, may die of it: CMD does not start).
 //
 // The lock covers CMD's process group: dsync releases it only once no
 // process of the group is left. When CMD exits, the processes it left in
@@ -149,8 +149,8 @@
 //
 // If dsync dies without ending CMD (SIGKILL, a crash), the guard SIGKILLs
 // CMD's whole process group, set-user-ID programs included, on every Unix:
-// it reads a pipe whose write end only dsync holds, and the read ends when
-// dsync dies. Not covered: a process that leaves the group (setsid); one
+// it reads a socket whose other end only dsync holds, and the read ends
+// when dsync dies. Not covered: a process that leaves the group (setsid); one
 // the guard may not signal (a program that takes another real user id, as
 // sudo does, under a dsync that is not root); the processes CMD left in
 // its group once CMD has exited (the guard exits with it) and dsync is

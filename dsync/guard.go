@@ -16,35 +16,42 @@ import (
 
 // The guard is dsync re-executed to start CMD: the leader of CMD's process
 // group, and CMD's parent. Its invariant: no process of CMD's group
-// outlives dsync: when dsync dies, the guard's read of the pipe ends and it
-// SIGKILLs the group. dsync holds the pipe's only write end, close-on-exec,
-// so the read ends however dsync dies (SIGKILL, a crash), and the group's
-// SIGKILL takes set-user-ID programs too, which the kernel spares from
-// Pdeathsig. Otherwise the guard is invisible: it ignores the signals sent
-// to the group (by dsync, or anyone), which reach CMD directly, and exits
-// as CMD did.
+// outlives dsync: when dsync dies, the guard's read of its end of a socket
+// pair ends and it SIGKILLs the group. dsync holds the pair's other end,
+// close-on-exec, so the read ends however dsync dies (SIGKILL, a crash),
+// and the group's SIGKILL takes set-user-ID programs too, which the kernel
+// spares from Pdeathsig. Otherwise the guard is invisible: it ignores the
+// signals sent to the group (by dsync, or anyone), which reach CMD
+// directly, and exits as CMD did.
+//
+// The guard shuts down its end for writing once CMD has started, and dsync
+// sends the group no signal but SIGKILL, SIGSTOP and SIGCONT before it
+// reads that end of file (child.signal): sent earlier, a signal would
+// reach the guard alone, which drops it or, before it handles signals,
+// dies of it.
 //
 // guardArg0 is the guard's argv[0], which main looks for before anything
 // else; no one types it, and CMD sees neither it nor anything else of the
 // guard (its environment is the one dsync gives it). The rest of the argv
-// is the read end's descriptor, CMD's path (resolved by dsync) and CMD's
-// argv.
+// is the descriptor of the guard's end, CMD's path (resolved by dsync) and
+// CMD's argv.
 const guardArg0 = "dsync (guard)"
 
 // isGuard reports whether args, os.Args, are a guard's.
 func isGuard(args []string) bool { return len(args) > 0 && args[0] == guardArg0 }
 
-// guardArgs returns the argv of a guard reading descriptor fd that starts
-// the program path with argv.
+// guardArgs returns the argv of a guard with its end of the socket pair at
+// descriptor fd that starts the program path with argv.
 func guardArgs(fd uintptr, path string, argv []string) []string {
 	return slices.Concat([]string{guardArg0, strconv.FormatUint(uint64(fd), 10), path}, argv)
 }
 
 // startGuarded starts cmd, prepared by newChild, under a guard: cmd's
-// Path and Args become the guard's. It returns the write end of the
-// guard's pipe, which dsync holds until the guard has exited. A failure to
-// start the guard itself is not CMD's: it is not fs.ErrNotExist.
-func startGuarded(cmd *exec.Cmd) (w *os.File, err error) {
+// Path and Args become the guard's. It returns dsync's end of the guard's
+// socket pair, which dsync holds until the guard has exited; reading it
+// returns end of file once the guard has started CMD, or is gone. A failure
+// to start the guard itself is not CMD's: it is not fs.ErrNotExist.
+func startGuarded(cmd *exec.Cmd) (link *os.File, err error) {
 	if cmd.Err != nil {
 		return nil, cmd.Start() // CMD not found, as without a guard
 	}
@@ -52,26 +59,33 @@ func startGuarded(cmd *exec.Cmd) (w *os.File, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
 	}
-	r, w, err := os.Pipe()
+	mine, theirs, err := socketPair()
 	if err != nil {
 		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
 	}
-	defer r.Close()
-	// The read end goes to the guard at its own number, clear of the
-	// descriptors dsync inherited, which CMD inherits in turn; the write
-	// end stays close-on-exec.
-	fd := r.Fd()
-	if _, err := unix.FcntlInt(fd, unix.F_SETFD, 0); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
-	}
-	cmd.Args = guardArgs(fd, cmd.Path, cmd.Args)
+	defer theirs.Close()
+	cmd.Args = guardArgs(theirs.Fd(), cmd.Path, cmd.Args)
 	cmd.Path = exe
 	if err := cmd.Start(); err != nil {
-		w.Close()
+		mine.Close()
 		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
 	}
-	return w, nil
+	return mine, nil
+}
+
+// socketPair returns the ends of a new Unix socket pair: dsync's,
+// close-on-exec, and the guard's, which is not, so that the guard gets it at
+// its own number, clear of the descriptors dsync inherited, which CMD
+// inherits in turn.
+func socketPair() (mine, theirs *os.File, err error) {
+	syscall.ForkLock.RLock() // no fork before dsync's end is close-on-exec
+	defer syscall.ForkLock.RUnlock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	syscall.CloseOnExec(fds[0])
+	return os.NewFile(uintptr(fds[0]), "guard"), os.NewFile(uintptr(fds[1]), "guard"), nil
 }
 
 // guard runs as the guard with args, os.Args without argv[0], and returns
@@ -113,6 +127,7 @@ func guard(args []string) int {
 	if err := cmd.Start(); err != nil {
 		return startFailed(os.Stderr, err)
 	}
+	_ = syscall.Shutdown(fd, syscall.SHUT_WR) // CMD runs: dsync may signal the group
 	if err := cmd.Wait(); cmd.ProcessState == nil {
 		fmt.Fprintf(os.Stderr, "dsync: %v\n", err) // as exitStatus says it
 		return exitFail

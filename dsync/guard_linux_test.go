@@ -299,7 +299,7 @@ func TestGuardKilledCMDEnded(t *testing.T) {
 
 // TestGuardPassesInheritedDescriptors: a descriptor dsync inherited (3
 // here, as make's jobserver or a shell's 3>file gives) reaches CMD at its
-// number, as without a guard: the guard's pipe takes another.
+// number, as without a guard: the guard's socket takes another.
 func TestGuardPassesInheritedDescriptors(t *testing.T) {
 	t.Parallel()
 	r, w, err := os.Pipe()
