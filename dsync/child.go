@@ -78,6 +78,8 @@ func newChild(s *settings, g *grant, stdout, stderr, msgs io.Writer) *child {
 //     SIGTERM, once and with no SIGKILL after it: CMD decides when to exit;
 //     a request made before CMD started keeps it from starting;
 //   - when ctx is done, the same happens without counting as a loss;
+//   - a loss before the guard has started CMD SIGKILLs the guard at once,
+//     so CMD never starts (a SIGTERM would wait for it, below);
 //   - SIGKILL follows every SIGTERM of the group after the grace period,
 //     whatever the first process did meanwhile;
 //   - the signals but SIGKILL, SIGSTOP and SIGCONT wait until the guard
@@ -128,10 +130,13 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 		c.signal(syscall.SIGTERM)
 		killc = time.After(c.grace)
 	}
-	kill := func() {
+	// kill sends CMD's group SIGKILL, and then says why: whoever reads the
+	// message knows the group has it.
+	kill := func(why string) {
 		terminating, killc = true, nil
 		c.signal(os.Kill)
 		warnc = time.After(groupWait)
+		fmt.Fprintf(c.stderr, "dsync: %s\n", why)
 	}
 	// lose records the loss of the lock; it reports whether CMD must end.
 	lose := func(why string) bool {
@@ -176,8 +181,7 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 			warnc = nil
 			fmt.Fprintf(c.stderr, "dsync: warning: process group %d still has processes %v after SIGKILL; the %s stays held until they are gone\n", c.cmd.Process.Pid, groupWait, c.what)
 		case <-killc:
-			fmt.Fprintf(c.stderr, "dsync: process group %d still runs after %v: SIGKILL\n", c.cmd.Process.Pid, c.grace)
-			kill()
+			kill(fmt.Sprintf("process group %d still runs after %v: SIGKILL", c.cmd.Process.Pid, c.grace))
 		case sig := <-sigs:
 			switch kindOf(sig) {
 			case sigForward:
@@ -205,8 +209,7 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 				}
 				// Continued, CMD's group would run without the lock; stopped,
 				// it cannot act on SIGTERM.
-				fmt.Fprintf(c.stderr, "dsync: %s: SIGKILL to CMD's stopped process group\n", why)
-				kill()
+				kill(fmt.Sprintf("%s: SIGKILL to CMD's stopped process group", why))
 			}
 		case ev, ok := <-states:
 			if !ok {
@@ -220,8 +223,7 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 			// began, or a later one, which a loss of it precedes.
 			states, gone = nil, true
 			if lost && killc != nil {
-				fmt.Fprintf(c.stderr, "dsync: session lost; the next in line may hold already: SIGKILL to CMD's process group\n")
-				kill()
+				kill("session lost; the next in line may hold already: SIGKILL to CMD's process group")
 			}
 		case <-donec:
 			donec = nil
@@ -245,15 +247,20 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 				// The grace period ends before the session can expire
 				// after a drop; here the session or the node is gone
 				// already, and the next in line may hold.
-				fmt.Fprintf(c.stderr, "dsync: %s; the next in line may hold already: SIGKILL to CMD's process group\n", why)
-				kill()
+				kill(fmt.Sprintf("%s; the next in line may hold already: SIGKILL to CMD's process group", why))
+				break
+			}
+			if c.ready != nil {
+				// A SIGTERM would wait for CMD to start (signal), and CMD
+				// would then run without the lock; the guard dies of
+				// SIGKILL as it is, and CMD never starts.
+				kill(fmt.Sprintf("%s before CMD started: SIGKILL to its guard", why))
 				break
 			}
 			if !continued.IsZero() && time.Since(continued) < c.timeout {
 				// A stop delayed the news of the loss by up to its length:
 				// the grace period may already be spent.
-				fmt.Fprintf(c.stderr, "dsync: %s; dsync was stopped within the session timeout: SIGKILL to CMD's process group\n", why)
-				kill()
+				kill(fmt.Sprintf("%s; dsync was stopped within the session timeout: SIGKILL to CMD's process group", why))
 				break
 			}
 			terminate(why)

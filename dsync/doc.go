@@ -95,9 +95,10 @@
 //
 // CMD's parent, the leader of its group, is a guard: dsync run again, which
 // starts CMD, waits for it and exits as it did (see below). The signals
-// dsync sends the group (those it forwards, a revocation's SIGTERM, the
-// SIGTERM of a loss) wait until the guard has started CMD, which takes a
-// few milliseconds; SIGKILL does not wait. A signal someone else sends the
+// dsync sends the group (those it forwards, a revocation's SIGTERM) wait
+// until the guard has started CMD, which takes a few milliseconds; SIGKILL,
+// SIGSTOP and SIGCONT do not wait. A loss of the lock in those milliseconds
+// SIGKILLs the guard, and CMD does not start. A signal someone else sends the
 // group in those milliseconds reaches the guard alone, which drops it (or,
 // before the guard handles signals, may die of it: CMD does not start).
 //
