@@ -78,8 +78,9 @@ func newChild(s *settings, g *grant, stdout, stderr, msgs io.Writer) *child {
 //     SIGTERM, once and with no SIGKILL after it: CMD decides when to exit;
 //     a request made before CMD started keeps it from starting;
 //   - when ctx is done, the same happens without counting as a loss;
-//   - a loss before the guard has started CMD SIGKILLs the guard at once,
-//     so CMD never starts (a SIGTERM would wait for it, below);
+//   - a loss before dsync learns that the guard has started CMD SIGKILLs
+//     the group at once (a SIGTERM would wait for CMD, below): CMD does not
+//     start, or dies as it starts;
 //   - SIGKILL follows every SIGTERM of the group after the grace period,
 //     whatever the first process did meanwhile;
 //   - the signals but SIGKILL, SIGSTOP and SIGCONT wait until the guard
@@ -252,8 +253,9 @@ func (c *child) run(ctx, held context.Context, states <-chan zkconn.Event, sigs 
 			}
 			if c.ready != nil {
 				// A SIGTERM would wait for CMD to start (signal), and CMD
-				// would then run without the lock; the guard dies of
-				// SIGKILL as it is, and CMD never starts.
+				// would then run without the lock; SIGKILL ends the guard
+				// before it starts CMD, or CMD with it if the guard started
+				// it after dsync last looked.
 				kill(fmt.Sprintf("%s before CMD started: SIGKILL to its guard", why))
 				break
 			}

@@ -98,7 +98,7 @@
 // dsync sends the group (those it forwards, a revocation's SIGTERM) wait
 // until the guard has started CMD, which takes a few milliseconds; SIGKILL,
 // SIGSTOP and SIGCONT do not wait. A loss of the lock in those milliseconds
-// SIGKILLs the guard, and CMD does not start. A signal someone else sends the
+// SIGKILLs the guard, with CMD if it has just started. A signal someone else sends the
 // group in those milliseconds reaches the guard alone, which drops it (or,
 // before the guard handles signals, may die of it: CMD does not start).
 //

@@ -111,6 +111,7 @@ func guard(args []string) int {
 		}
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		writeFromBackground()
 		fmt.Fprintf(os.Stderr, "dsync: guard: %v\n", err)
 		return exitNoExec
 	}
@@ -125,10 +126,12 @@ func guard(args []string) int {
 	}()
 	cmd := &exec.Cmd{Path: args[1], Args: args[2:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	if err := cmd.Start(); err != nil {
+		writeFromBackground()
 		return startFailed(os.Stderr, err)
 	}
 	_ = syscall.Shutdown(fd, syscall.SHUT_WR) // CMD runs: dsync may signal the group
 	if err := cmd.Wait(); cmd.ProcessState == nil {
+		writeFromBackground()
 		fmt.Fprintf(os.Stderr, "dsync: %v\n", err) // as exitStatus says it
 		return exitFail
 	}
@@ -144,3 +147,10 @@ func guard(args []string) int {
 	dieOf(sig)
 	return 128 + int(sig)
 }
+
+// writeFromBackground readies the guard to write its own messages: its
+// group is in the background of dsync's terminal, if dsync has one, where
+// with tostop set a write sends the group SIGTTOU and, the signal caught,
+// restarts, forever. Ignored, SIGTTOU lets the write through. Call it only
+// once CMD has ended or never started: CMD inherits ignored signals.
+func writeFromBackground() { signal.Ignore(syscall.SIGTTOU) }

@@ -51,16 +51,22 @@ func TestReviewR127LossBeforeCMDStarted(t *testing.T) {
 	r127GuardKilledBeforeCMD(t, p, guard, " lost: ")
 }
 
-// TestReviewR127NodeDeletedBeforeCMDStarted: the lock node deleted in the
-// same window is a final loss: the guard dies of SIGKILL at once.
+// TestReviewR127NodeDeletedBeforeCMDStarted: the lock (or election) node
+// deleted in the same window is a final loss: the guard dies of SIGKILL at
+// once, for dsync lock and dsync elect alike.
 func TestReviewR127NodeDeletedBeforeCMDStarted(t *testing.T) {
 	t.Parallel()
-	obs := observer(t)
-	path := lockPath(t)
-	p, guard := r126CatchGuardAfterNotify(t, "lock", "-zk", shared.Addr(), path, "--", "cat")
-	kids := awaitChildren(t, obs, path, 1)
-	if err := obs.Delete(path+"/"+kids[0], -1); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"lock", "elect"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			obs := observer(t)
+			path := lockPath(t)
+			p, guard := r126CatchGuardAfterNotify(t, name, "-zk", shared.Addr(), path, "--", "cat")
+			kids := awaitChildren(t, obs, path, 1)
+			if err := obs.Delete(path+"/"+kids[0], -1); err != nil {
+				t.Fatal(err)
+			}
+			r127GuardKilledBeforeCMD(t, p, guard, "SIGKILL")
+		})
 	}
-	r127GuardKilledBeforeCMD(t, p, guard, "the next in line may hold already: SIGKILL")
 }
