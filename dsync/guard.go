@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +37,29 @@ import (
 // is the descriptor of the guard's end, CMD's path (resolved by dsync) and
 // CMD's argv.
 const guardArg0 = "dsync (guard)"
+
+// guardGodebug holds, in the guard's environment, the GODEBUG meant for
+// CMD, which the guard gives back to CMD under its own name. The guard's
+// own runtime must not see it: settings that print (inittrace, gctrace)
+// would write from the background of dsync's terminal, if it has one, and
+// with tostop set, stop the guard before it starts CMD, or stop CMD's
+// whole group. A variable of that name that dsync inherited reaches
+// neither.
+const guardGodebug = "DSYNC_GUARD_GODEBUG"
+
+// renameVar returns env with the variable named from renamed to, and any
+// variable named to that env had dropped.
+func renameVar(env []string, from, to string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, from+"="); ok {
+			out = append(out, to+"="+v)
+		} else if !strings.HasPrefix(kv, to+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
 
 // isGuard reports whether args, os.Args, are a guard's.
 func isGuard(args []string) bool { return len(args) > 0 && args[0] == guardArg0 }
@@ -66,6 +90,7 @@ func startGuarded(cmd *exec.Cmd) (link *os.File, err error) {
 	defer theirs.Close()
 	cmd.Args = guardArgs(theirs.Fd(), cmd.Path, cmd.Args)
 	cmd.Path = exe
+	cmd.Env = renameVar(cmd.Env, "GODEBUG", guardGodebug)
 	if err := cmd.Start(); err != nil {
 		mine.Close()
 		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
@@ -124,7 +149,8 @@ func guard(args []string) int {
 		}
 		_ = syscall.Kill(0, syscall.SIGKILL) // dsync is gone
 	}()
-	cmd := &exec.Cmd{Path: args[1], Args: args[2:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	cmd := &exec.Cmd{Path: args[1], Args: args[2:], Env: renameVar(os.Environ(), guardGodebug, "GODEBUG"),
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	if err := cmd.Start(); err != nil {
 		writeFromBackground()
 		return startFailed(os.Stderr, err)

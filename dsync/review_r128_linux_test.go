@@ -172,19 +172,7 @@ func TestReviewR128GuardErrorOnTostopTerminal(t *testing.T) {
 	}
 	var tty *os.File
 	p := startWith(t, func(p *proc) {
-		tty, _ = openTTY(t, &p.stderr)
-		termios, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		termios.Lflag |= unix.TOSTOP
-		if err := unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, termios); err != nil {
-			t.Fatal(err)
-		}
-		p.cmd.Stderr = tty
-		// A session of its own with the terminal as its controlling one:
-		// dsync's group is the foreground, CMD's (the guard's) is not.
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 2}
+		tty = r128TostopTTY(t, p)
 	}, "lock", "-zk", shared.Addr(), lockPath(t), "--", script)
 	tty.Close() // dsync has its own
 	if code := p.wait(t, 30*time.Second); code != exitNoExec {
@@ -193,4 +181,24 @@ func TestReviewR128GuardErrorOnTostopTerminal(t *testing.T) {
 	if !p.stderr.Await("exec format error", 10*time.Second) {
 		t.Errorf("stderr does not say why CMD did not start:\n%s", &p.stderr)
 	}
+}
+
+// r128TostopTTY makes p's stderr a new terminal with tostop set, and dsync
+// the leader of a session with it as its controlling terminal: dsync's
+// group is the foreground, CMD's (the guard's) is not. The caller closes
+// tty once p has started.
+func r128TostopTTY(t *testing.T, p *proc) (tty *os.File) {
+	t.Helper()
+	tty, _ = openTTY(t, &p.stderr)
+	termios, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	termios.Lflag |= unix.TOSTOP
+	if err := unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, termios); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr = tty
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 2}
+	return tty
 }
