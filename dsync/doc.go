@@ -98,9 +98,14 @@
 // dsync sends the group (those it forwards, a revocation's SIGTERM) wait
 // until the guard has started CMD, which takes a few milliseconds; SIGKILL,
 // SIGSTOP and SIGCONT do not wait. A loss of the lock in those milliseconds
-// SIGKILLs the guard, with CMD if it has just started. A signal someone else sends the
-// group in those milliseconds reaches the guard alone, which drops it (or,
-// before the guard handles signals, may die of it: CMD does not start).
+// SIGKILLs the guard, with CMD if it has just started. A signal someone
+// else sends the group in those milliseconds reaches the guard alone, which
+// drops it (or, before the guard handles signals, may die of it: CMD does
+// not start). The guard writes nothing unless CMD cannot be started: it
+// runs without GODEBUG, GORACE, LD_DEBUG and LD_SHOW_AUXV, which would make
+// its start-up write, and on a terminal with tostop set stop it; CMD gets
+// them back as dsync got them. Variables named DSYNC_GUARD_ and one of
+// those, which carry them to the guard, are not passed on.
 //
 // The lock covers CMD's process group: dsync releases it only once no
 // process of the group is left. When CMD exits, the processes it left in

@@ -38,25 +38,40 @@ import (
 // CMD's argv.
 const guardArg0 = "dsync (guard)"
 
-// guardGodebug holds, in the guard's environment, the GODEBUG meant for
-// CMD, which the guard gives back to CMD under its own name. The guard's
-// own runtime must not see it: settings that print (inittrace, gctrace)
-// would write from the background of dsync's terminal, if it has one, and
-// with tostop set, stop the guard before it starts CMD, or stop CMD's
-// whole group. A variable of that name that dsync inherited reaches
-// neither.
-const guardGodebug = "DSYNC_GUARD_GODEBUG"
+// guardHidden are the variables that make a program's start-up write:
+// the Go runtime's (GODEBUG's inittrace, gctrace), the race runtime's (a
+// -race build) and the dynamic loader's. The guard's start-up must not
+// write: it runs in the background of dsync's terminal, if dsync has one,
+// where with tostop set a write stops it before it can start CMD, and
+// dsync waits for it forever. So the guard gets each as guardHiddenPrefix
+// and its name, and gives it back to CMD under its own name; a variable so
+// named that dsync inherited reaches neither.
+var guardHidden = []string{"GODEBUG", "GORACE", "LD_DEBUG", "LD_SHOW_AUXV"}
 
-// renameVar returns env with the variable named from renamed to, and any
-// variable named to that env had dropped.
-func renameVar(env []string, from, to string) []string {
+const guardHiddenPrefix = "DSYNC_GUARD_"
+
+// hideFromGuard returns env with the variables of guardHidden renamed for
+// the guard; showToCMD returns the guard's env with them named back.
+func hideFromGuard(env []string) []string { return renameVars(env, "", guardHiddenPrefix) }
+func showToCMD(env []string) []string     { return renameVars(env, guardHiddenPrefix, "") }
+
+// renameVars returns env with each variable of guardHidden, as named with
+// prefix from, renamed with prefix to, and any variable that already bore
+// such a new name dropped.
+func renameVars(env []string, from, to string) []string {
 	out := make([]string, 0, len(env))
+next:
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, from+"="); ok {
-			out = append(out, to+"="+v)
-		} else if !strings.HasPrefix(kv, to+"=") {
-			out = append(out, kv)
+		for _, name := range guardHidden {
+			if v, ok := strings.CutPrefix(kv, from+name+"="); ok {
+				out = append(out, to+name+"="+v)
+				continue next
+			}
+			if strings.HasPrefix(kv, to+name+"=") {
+				continue next
+			}
 		}
+		out = append(out, kv)
 	}
 	return out
 }
@@ -90,7 +105,7 @@ func startGuarded(cmd *exec.Cmd) (link *os.File, err error) {
 	defer theirs.Close()
 	cmd.Args = guardArgs(theirs.Fd(), cmd.Path, cmd.Args)
 	cmd.Path = exe
-	cmd.Env = renameVar(cmd.Env, "GODEBUG", guardGodebug)
+	cmd.Env = hideFromGuard(cmd.Env)
 	if err := cmd.Start(); err != nil {
 		mine.Close()
 		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
@@ -149,7 +164,7 @@ func guard(args []string) int {
 		}
 		_ = syscall.Kill(0, syscall.SIGKILL) // dsync is gone
 	}()
-	cmd := &exec.Cmd{Path: args[1], Args: args[2:], Env: renameVar(os.Environ(), guardGodebug, "GODEBUG"),
+	cmd := &exec.Cmd{Path: args[1], Args: args[2:], Env: showToCMD(os.Environ()),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	if err := cmd.Start(); err != nil {
 		writeFromBackground()
