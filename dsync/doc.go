@@ -101,11 +101,15 @@
 // SIGKILLs the guard, with CMD if it has just started. A signal someone
 // else sends the group in those milliseconds reaches the guard alone, which
 // drops it (or, before the guard handles signals, may die of it: CMD does
-// not start). The guard writes nothing unless CMD cannot be started: it
-// runs without GODEBUG, GORACE, LD_DEBUG and LD_SHOW_AUXV, which would make
-// its start-up write, and on a terminal with tostop set stop it; CMD gets
-// them back as dsync got them. Variables named DSYNC_GUARD_ and one of
-// those, which carry them to the guard, are not passed on.
+// not start). The guard runs in the background of dsync's terminal, where
+// with tostop set a write stops it: so it runs without GODEBUG, GORACE,
+// LD_DEBUG and LD_SHOW_AUXV, which would make its start-up write, and CMD
+// gets them back as dsync got them (variables named DSYNC_GUARD_ and one of
+// those, which carry them to the guard, are not passed on). Other start-up
+// output still stops it before it starts CMD, and dsync then waits until it
+// is killed: the dynamic loader's warnings (an LD_PRELOAD or LD_AUDIT
+// library that is not there, an entry of /etc/ld.so.preload that is not),
+// or a preloaded library that prints.
 //
 // The lock covers CMD's process group: dsync releases it only once no
 // process of the group is left. When CMD exits, the processes it left in
