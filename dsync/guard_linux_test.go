@@ -160,14 +160,15 @@ func TestGuardInvisibleStatus(t *testing.T) {
 }
 
 // TestGuardForwardsOnce: a signal dsync forwards reaches CMD once (the
-// guard, in CMD's group, takes it and does nothing with it).
+// guard, in CMD's group, takes it and does nothing with it). The sleep
+// says it is ready once it ignores the signals: forked, it has them at
+// the default action until then.
 func TestGuardForwardsOnce(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	const script = `trap 'echo USR1 >> "$1/log"' USR1
 trap 'echo USR2 >> "$1/log"; kill $s; exit 0' USR2
-(trap '' USR1 USR2; exec sleep 60) & s=$!
-echo ready > "$1/ready"
+(trap '' USR1 USR2; echo ready > "$1/ready"; exec sleep 60) & s=$!
 while kill -0 $s 2>/dev/null; do wait $s; done`
 	p := start(t, "lock", "-zk", shared.Addr(), lockPath(t), "--", "sh", "-c", script, "sh", dir)
 	awaitFile(t, filepath.Join(dir, "ready"), 30*time.Second)
