@@ -45,7 +45,9 @@ const guardArg0 = "dsync (guard)"
 // where with tostop set a write stops it before it can start CMD, and
 // dsync waits for it forever. So the guard gets each as guardHiddenPrefix
 // and its name, and gives it back to CMD under its own name; a variable so
-// named that dsync inherited reaches neither.
+// named that dsync inherited reaches neither. Start-up output that no
+// variable of dsync's asks for (the dynamic loader's warnings) can still
+// stop the guard, as doc.go says.
 var guardHidden = []string{"GODEBUG", "GORACE", "LD_DEBUG", "LD_SHOW_AUXV"}
 
 const guardHiddenPrefix = "DSYNC_GUARD_"

@@ -236,8 +236,16 @@ func TestReviewR126SignalAfterGuardNotifyBeforeFork(t *testing.T) {
 // up to 100 times; it fails the test if it never catches the guard.
 func r126CatchGuardAfterNotify(t *testing.T, args ...string) (*proc, int) {
 	t.Helper()
+	return r126CatchGuardAfterNotifyEach(t, func() []string { return args })
+}
+
+// r126CatchGuardAfterNotifyEach is r126CatchGuardAfterNotify with the
+// arguments of each try from argsFor (an overshot try ran CMD to its end,
+// which may leave a mark, as a once's record).
+func r126CatchGuardAfterNotifyEach(t *testing.T, argsFor func() []string) (*proc, int) {
+	t.Helper()
 	for tries := 1; tries <= 100; tries++ {
-		p, guard, w := r126CatchGuardArgs(t, true, args...)
+		p, guard, w := r126CatchGuardArgs(t, true, argsFor()...)
 		if guard != 0 {
 			return p, guard
 		}

@@ -107,25 +107,13 @@ func TestReviewR128StopContWithHeldSignal(t *testing.T) {
 func TestReviewR128OnceNodeDeletedBeforeCMD(t *testing.T) {
 	t.Parallel()
 	obs := observer(t)
-	var (
-		p     *proc
-		guard int
-		path  string
-	)
+	var path string
 	// A fresh path each try: an overshot try runs cat to its end, which
 	// records the run.
-	for tries := 0; guard == 0; tries++ {
-		if tries == 100 {
-			t.Fatal("did not catch the guard between signal.Notify and its fork of CMD in 100 tries")
-		}
-		var w *os.File
+	p, guard := r126CatchGuardAfterNotifyEach(t, func() []string {
 		path = lockPath(t)
-		p, guard, w = r126CatchGuardArgs(t, true, "once", "-zk", shared.Addr(), path, "--", "cat")
-		if guard == 0 {
-			w.Close()
-			p.wait(t, 30*time.Second)
-		}
-	}
+		return []string{"once", "-zk", shared.Addr(), path, "--", "cat"}
+	})
 	lock := oncePath(path, "lock")
 	kids := awaitChildren(t, obs, lock, 1)
 	if err := obs.Delete(lock+"/"+kids[0], -1); err != nil {
