@@ -101,15 +101,16 @@
 // SIGKILLs the guard, with CMD if it has just started. A signal someone
 // else sends the group in those milliseconds reaches the guard alone, which
 // drops it (or, before the guard handles signals, may die of it: CMD does
-// not start). The guard runs in the background of dsync's terminal, where
-// with tostop set a write stops it: so it runs without GODEBUG, GORACE,
-// LD_DEBUG and LD_SHOW_AUXV, which would make its start-up write, and CMD
-// gets them back as dsync got them (variables named DSYNC_GUARD_ and one of
-// those, which carry them to the guard, are not passed on). Other start-up
-// output still stops it before it starts CMD, and dsync then waits until it
-// is killed: the dynamic loader's warnings (an LD_PRELOAD or LD_AUDIT
-// library that is not there, an entry of /etc/ld.so.preload that is not),
-// or a preloaded library that prints.
+// not start). The guard runs without GODEBUG, GORACE, LD_DEBUG and
+// LD_SHOW_AUXV, which would make it write of itself, and CMD gets them back
+// as dsync got them (variables named DSYNC_GUARD_ and one of those, which
+// carry them to the guard, are not passed on). The guard runs in the
+// background of dsync's terminal, where with tostop set a write stops a
+// process: on Linux it starts with SIGTTOU blocked, so that what is written
+// at its start (the dynamic loader's warnings, as for an LD_PRELOAD library
+// that is not there, or a preloaded library's output) goes through, and
+// CMD starts with dsync's signal mask. On other systems such output stops
+// the guard before it starts CMD, and dsync then waits until it is killed.
 //
 // The lock covers CMD's process group: dsync releases it only once no
 // process of the group is left. When CMD exits, the processes it left in

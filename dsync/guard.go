@@ -31,23 +31,30 @@ import (
 // reach the guard alone, which drops it or, before it handles signals,
 // dies of it.
 //
+// The guard runs in the background of dsync's terminal, if dsync has one,
+// where with tostop set a write sends the group SIGTTOU, which at its
+// default action stops the writer. A write before the guard's main (the
+// dynamic loader's warnings, a preloaded library's output) would stop the
+// guard before it starts CMD, with dsync waiting for it. So on Linux dsync
+// starts the guard with SIGTTOU blocked (blockTTOU), where a write goes
+// through, and the guard unblocks it for CMD if dsync had it unblocked: CMD
+// starts with dsync's signal mask. Elsewhere such output still stops the
+// guard, as doc.go says.
+//
 // guardArg0 is the guard's argv[0], which main looks for before anything
 // else; no one types it, and CMD sees neither it nor anything else of the
 // guard (its environment is the one dsync gives it). The rest of the argv
-// is the descriptor of the guard's end, CMD's path (resolved by dsync) and
-// CMD's argv.
+// is the descriptor of the guard's end, whether to unblock SIGTTOU for CMD,
+// CMD's path (resolved by dsync) and CMD's argv.
 const guardArg0 = "dsync (guard)"
 
-// guardHidden are the variables that make a program's start-up write:
-// the Go runtime's (GODEBUG's inittrace, gctrace), the race runtime's (a
-// -race build) and the dynamic loader's. The guard's start-up must not
-// write: it runs in the background of dsync's terminal, if dsync has one,
-// where with tostop set a write stops it before it can start CMD, and
-// dsync waits for it forever. So the guard gets each as guardHiddenPrefix
-// and its name, and gives it back to CMD under its own name; a variable so
-// named that dsync inherited reaches neither. Start-up output that no
-// variable of dsync's asks for (the dynamic loader's warnings) can still
-// stop the guard, as doc.go says.
+// guardHidden are the variables that make a program write of itself: the
+// Go runtime's (GODEBUG's inittrace, gctrace), the race runtime's (a -race
+// build) and the dynamic loader's. The guard must not write: its output
+// would mix with CMD's, and a write after it unblocks SIGTTOU would stop
+// it. So the guard gets each as guardHiddenPrefix and its name, and gives
+// it back to CMD under its own name; a variable so named that dsync
+// inherited reaches neither.
 var guardHidden = []string{"GODEBUG", "GORACE", "LD_DEBUG", "LD_SHOW_AUXV"}
 
 const guardHiddenPrefix = "DSYNC_GUARD_"
@@ -82,9 +89,10 @@ next:
 func isGuard(args []string) bool { return len(args) > 0 && args[0] == guardArg0 }
 
 // guardArgs returns the argv of a guard with its end of the socket pair at
-// descriptor fd that starts the program path with argv.
-func guardArgs(fd uintptr, path string, argv []string) []string {
-	return slices.Concat([]string{guardArg0, strconv.FormatUint(uint64(fd), 10), path}, argv)
+// descriptor fd that starts the program path with argv, after unblocking
+// SIGTTOU if unblock.
+func guardArgs(fd uintptr, unblock bool, path string, argv []string) []string {
+	return slices.Concat([]string{guardArg0, strconv.FormatUint(uint64(fd), 10), strconv.FormatBool(unblock), path}, argv)
 }
 
 // startGuarded starts cmd, prepared by newChild, under a guard: cmd's
@@ -105,7 +113,13 @@ func startGuarded(cmd *exec.Cmd) (link *os.File, err error) {
 		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
 	}
 	defer theirs.Close()
-	cmd.Args = guardArgs(theirs.Fd(), cmd.Path, cmd.Args)
+	blocked, undo, err := blockTTOU()
+	if err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
+	}
+	defer undo()
+	cmd.Args = guardArgs(theirs.Fd(), blocked, cmd.Path, cmd.Args)
 	cmd.Path = exe
 	cmd.Env = hideFromGuard(cmd.Env)
 	if err := cmd.Start(); err != nil {
@@ -133,11 +147,12 @@ func socketPair() (mine, theirs *os.File, err error) {
 // guard runs as the guard with args, os.Args without argv[0], and returns
 // the exit status for os.Exit if it does not die as CMD did.
 func guard(args []string) int {
-	fd := -1
-	if len(args) >= 3 {
+	fd, unblock, argErr := -1, false, error(nil)
+	if len(args) >= 4 {
 		fd, _ = strconv.Atoi(args[0])
+		unblock, argErr = strconv.ParseBool(args[1])
 	}
-	if pgid, err := unix.Getpgid(0); fd < 3 || err != nil || pgid != os.Getpid() {
+	if pgid, err := unix.Getpgid(0); fd < 3 || argErr != nil || err != nil || pgid != os.Getpid() {
 		fmt.Fprintf(os.Stderr, "dsync: argv[0] %q is for dsync's own use\n", guardArg0)
 		return exitUsage
 	}
@@ -153,9 +168,7 @@ func guard(args []string) int {
 		}
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
-		writeFromBackground()
-		fmt.Fprintf(os.Stderr, "dsync: guard: %v\n", err)
-		return exitNoExec
+		return guardFailed(err)
 	}
 	go func() {
 		var b [1]byte
@@ -166,7 +179,12 @@ func guard(args []string) int {
 		}
 		_ = syscall.Kill(0, syscall.SIGKILL) // dsync is gone
 	}()
-	cmd := &exec.Cmd{Path: args[1], Args: args[2:], Env: showToCMD(os.Environ()),
+	if unblock {
+		if err := unblockTTOU(); err != nil {
+			return guardFailed(err)
+		}
+	}
+	cmd := &exec.Cmd{Path: args[2], Args: args[3:], Env: showToCMD(os.Environ()),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	if err := cmd.Start(); err != nil {
 		writeFromBackground()
@@ -189,6 +207,14 @@ func guard(args []string) int {
 	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
 	dieOf(sig)
 	return 128 + int(sig)
+}
+
+// guardFailed says that the guard could not start CMD, for err, and
+// returns the exit status.
+func guardFailed(err error) int {
+	writeFromBackground()
+	fmt.Fprintf(os.Stderr, "dsync: guard: %v\n", err)
+	return exitNoExec
 }
 
 // writeFromBackground readies the guard to write its own messages: its

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,6 +223,69 @@ func TestGuardSignalsIgnoredAtStart(t *testing.T) {
 				if bit(sig) {
 					t.Errorf("%v ignored for CMD (SigIgn %s); want the default action", sig, f[1])
 				}
+			}
+		})
+	}
+}
+
+// TestGuardSignalMaskAsDsyncs: CMD starts with dsync's signal mask, and
+// SIGTTOU at its default action, though dsync starts the guard with
+// SIGTTOU blocked (guard.go): with dsync started plainly, with SIGTTOU
+// blocked (from this test's thread), and with it ignored (which Go's
+// runtime in dsync does not keep, as doc.go says).
+func TestGuardSignalMaskAsDsyncs(t *testing.T) {
+	t.Parallel()
+	ttou := uint64(1) << (syscall.SIGTTOU - 1)
+	for _, tc := range []struct {
+		name  string
+		setup string // run by the shell that execs dsync
+		block bool   // dsync starts with SIGTTOU blocked, and so does CMD
+	}{
+		{"plain", ":", false},
+		{"blocked", ":", true},
+		{"ignored", "trap '' TTOU", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runtime.LockOSThread() // dsync starts with this thread's mask
+			defer runtime.UnlockOSThread()
+			var set, mask unix.Sigset_t
+			set.Val[0] = ttou
+			how := unix.SIG_UNBLOCK
+			if tc.block {
+				how = unix.SIG_BLOCK
+			}
+			if err := unix.PthreadSigmask(how, &set, &mask); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.PthreadSigmask(unix.SIG_SETMASK, &mask, nil)
+			if err := unix.PthreadSigmask(unix.SIG_BLOCK, nil, &mask); err != nil {
+				t.Fatal(err)
+			}
+			p := startWith(t, func(p *proc) {
+				p.cmd.Path = "/bin/sh"
+				p.cmd.Args = append([]string{"sh", "-c", tc.setup + `; exec "$0" "$@"`, bin}, p.cmd.Args[1:]...)
+			}, "lock", "-zk", shared.Addr(), lockPath(t), "--", "grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status")
+			if code := p.wait(t, 30*time.Second); code != 0 {
+				t.Fatalf("dsync exited %d; want 0; stderr:\n%s", code, &p.stderr)
+			}
+			f := strings.Fields(p.stdout.String())
+			if len(f) != 4 || f[0] != "SigBlk:" || f[2] != "SigIgn:" {
+				t.Fatalf("CMD printed %q; want its SigBlk and SigIgn lines", &p.stdout)
+			}
+			blk, err1 := strconv.ParseUint(f[1], 16, 64)
+			ign, err2 := strconv.ParseUint(f[3], 16, 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("CMD printed %q", &p.stdout)
+			}
+			if blk != mask.Val[0] {
+				t.Errorf("CMD's SigBlk %s; want dsync's, %x", f[1], mask.Val[0])
+			}
+			if got := blk&ttou != 0; got != tc.block {
+				t.Errorf("SIGTTOU blocked for CMD: %v; want %v", got, tc.block)
+			}
+			if ign&ttou != 0 {
+				t.Errorf("SIGTTOU ignored for CMD (SigIgn %s); want the default action", f[3])
 			}
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER of prctl(2).
@@ -46,4 +48,40 @@ func dieOf(sig syscall.Signal) {
 	if errno == 0 || sig == syscall.SIGKILL {
 		_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), sig)
 	}
+}
+
+// blockTTOU blocks SIGTTOU on the calling goroutine's thread, which it
+// locks to it until undo. A process started from the thread meanwhile
+// execs with SIGTTOU blocked: the Go runtime forks with the thread's mask,
+// and the mask survives exec. blocked reports whether it was blocked by
+// blockTTOU (not already); undo unblocks it then, and unlocks the thread.
+func blockTTOU() (blocked bool, undo func(), err error) {
+	runtime.LockOSThread()
+	set, old := ttouSet(), unix.Sigset_t{}
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		runtime.UnlockOSThread()
+		return false, nil, err
+	}
+	blocked = old.Val[0]&set.Val[0] == 0
+	return blocked, func() {
+		if !blocked || unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil) == nil {
+			runtime.UnlockOSThread() // else the thread ends with the goroutine
+		}
+	}, nil
+}
+
+// unblockTTOU unblocks SIGTTOU on the calling goroutine's thread, which it
+// locks to it for good: processes started from it exec with SIGTTOU
+// unblocked.
+func unblockTTOU() error {
+	runtime.LockOSThread()
+	set := ttouSet()
+	return unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
+}
+
+// ttouSet returns the signal set that holds SIGTTOU alone: its bit is in
+// the set's first word on every architecture.
+func ttouSet() (set unix.Sigset_t) {
+	set.Val[0] = 1 << (unix.SIGTTOU - 1)
+	return set
 }

@@ -21,3 +21,10 @@ func dieOf(sig syscall.Signal) {
 		_ = syscall.Kill(os.Getpid(), sig)
 	}
 }
+
+// blockTTOU does nothing: without a way to set a thread's signal mask
+// here, the guard starts with dsync's (guard.go says what that risks).
+func blockTTOU() (blocked bool, undo func(), err error) { return false, func() {}, nil }
+
+// unblockTTOU is never called: blockTTOU never blocks.
+func unblockTTOU() error { return nil }

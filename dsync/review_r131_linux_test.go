@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -92,6 +93,59 @@ func TestReviewR131EnvironmentExact(t *testing.T) {
 				if !t.Failed() {
 					t.Errorf("CMD's entries differ in order or count:\n got %q\nwant %q", got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestReviewR131GuardStartupOutputOnTostopTerminal: dsync in the
+// foreground of a tostop terminal (its stderr), with output at the start
+// of every dynamically linked program that no variable of guardHidden asks
+// for: the dynamic loader's warning for an LD_PRELOAD or LD_AUDIT library
+// that is not there, and a preloaded library that prints. dsync and its
+// guard both write it (CMD is static); the guard, in the background, used
+// to stop there, before its main, for good, and dsync waited for it with
+// SIGINT held back. Now the guard starts with SIGTTOU blocked, the write
+// goes through, and dsync exits as CMD did.
+func TestReviewR131GuardStartupOutputOnTostopTerminal(t *testing.T) {
+	t.Parallel()
+	printenv := r130StaticCmd(t)
+	dir := t.TempDir()
+	src, lib := filepath.Join(dir, "hello.c"), filepath.Join(dir, "hello.so")
+	code := `#include <unistd.h>
+__attribute__((constructor)) static void hello(void) { write(2, "r131 hello\n", 11); }
+`
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	missing := filepath.Join(dir, "missing.so")
+	for _, c := range []struct{ name, env, says string }{
+		{"preload-missing", "LD_PRELOAD=" + missing, "cannot be preloaded"},
+		{"audit-missing", "LD_AUDIT=" + missing, "cannot be loaded as audit interface"},
+		{"preload-prints", "LD_PRELOAD=" + lib, "r131 hello"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var tty *os.File
+			p := startWith(t, func(p *proc) {
+				tty = r128TostopTTY(t, p)
+				p.cmd.Env = append(p.cmd.Env, c.env, "R131=ran")
+			}, "lock", "-zk", shared.Addr(), lockPath(t), "--", printenv, "R131")
+			tty.Close() // dsync has its own
+			if code := p.wait(t, 30*time.Second); code != 0 {
+				t.Errorf("dsync exited %d; want CMD's 0; stderr:\n%s", code, &p.stderr)
+			}
+			if got := p.stdout.String(); got != "ran\n" {
+				t.Errorf("CMD printed %q; want %q", got, "ran\n")
+			}
+			// Both dsync's start-up and the guard's wrote it, to the
+			// terminal: the guard did write in the background.
+			if !p.stderr.AwaitCount(c.says, 2, 10*time.Second) {
+				t.Errorf("stderr has %q %d times; want 2 (dsync's start-up and the guard's):\n%s",
+					c.says, strings.Count(p.stderr.String(), c.says), &p.stderr)
 			}
 		})
 	}

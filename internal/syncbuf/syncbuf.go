@@ -31,11 +31,15 @@ func (b *Buffer) Write(p []byte) (int, error) {
 
 // Await waits until what has been written contains s, and reports whether
 // it did within d.
-func (b *Buffer) Await(s string, d time.Duration) bool {
+func (b *Buffer) Await(s string, d time.Duration) bool { return b.AwaitCount(s, 1, d) }
+
+// AwaitCount waits until what has been written contains n or more
+// non-overlapping instances of s, and reports whether it did within d.
+func (b *Buffer) AwaitCount(s string, n int, d time.Duration) bool {
 	timeout := time.After(d)
 	for {
 		b.mu.Lock()
-		if strings.Contains(b.buf.String(), s) {
+		if strings.Count(b.buf.String(), s) >= n {
 			b.mu.Unlock()
 			return true
 		}

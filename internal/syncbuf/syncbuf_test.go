@@ -47,3 +47,16 @@ func TestAwait(t *testing.T) {
 		t.Fatal("Await found what was never written")
 	}
 }
+
+// TestAwaitCount: AwaitCount waits for the n-th instance, not the first.
+func TestAwaitCount(t *testing.T) {
+	var b Buffer
+	b.Write([]byte("hello\n"))
+	if b.AwaitCount("hello", 2, 10*time.Millisecond) {
+		t.Fatal("AwaitCount found two instances in one")
+	}
+	go b.Write([]byte("hello\n"))
+	if !b.AwaitCount("hello", 2, 10*time.Second) {
+		t.Fatalf("AwaitCount missed the second instance in %q", b.String())
+	}
+}
