@@ -85,13 +85,15 @@
 //
 // CMD runs with dsync's standard input, output and error, in a process
 // group of its own, so that signals reach every process it starts; it is
-// therefore not a terminal's foreground job (reading from the terminal stops
-// it). Its environment gains DSYNC_PATH (PATH) and, for lock, elect and
-// once (the run's lock), DSYNC_TOKEN: the fencing token of the hold (the
-// lock node's czxid), which grows with every hold; pass it to the resources the lock protects so that
-// they can refuse a holder that lost the lock without knowing it. All that
-// follows about the lock holds for leadership and for the lock of a once's
-// run alike.
+// therefore not a terminal's foreground job: reading from the terminal
+// stops it, as it stops a background job, and so does writing to it with
+// tostop set (stty tostop); dsync, holding the lock, then waits for it. Its
+// environment gains DSYNC_PATH (PATH) and, for lock, elect and once (the
+// run's lock), DSYNC_TOKEN: the fencing token of the hold (the lock node's
+// czxid), which grows with every hold; pass it to the resources the lock
+// protects so that they can refuse a holder that lost the lock without
+// knowing it. All that follows about the lock holds for leadership and for
+// the lock of a once's run alike.
 //
 // CMD's parent, the leader of its group, is a guard: dsync run again, which
 // starts CMD, waits for it and exits as it did (see below). The signals
@@ -108,8 +110,8 @@
 // background of dsync's terminal, where with tostop set a write stops a
 // process: on Linux it starts with SIGTTOU blocked, so that what is written
 // at its start (the dynamic loader's warnings, as for an LD_PRELOAD library
-// that is not there, or a preloaded library's output) goes through, and
-// CMD starts with dsync's signal mask. On other systems such output stops
+// that is not there, or a preloaded library's output) goes through, and it
+// starts CMD with dsync's signal mask. On other systems such output stops
 // the guard before it starts CMD, and dsync then waits until it is killed.
 //
 // The lock covers CMD's process group: dsync releases it only once no

@@ -37,14 +37,14 @@ import (
 // dynamic loader's warnings, a preloaded library's output) would stop the
 // guard before it starts CMD, with dsync waiting for it. So on Linux dsync
 // starts the guard with SIGTTOU blocked (blockTTOU), where a write goes
-// through, and the guard unblocks it for CMD if dsync had it unblocked: CMD
-// starts with dsync's signal mask. Elsewhere such output still stops the
-// guard, as doc.go says.
+// through, and passes it its own signal mask, which the guard sets (setMask)
+// before it starts CMD: CMD starts with dsync's mask, as it would without a
+// guard. Elsewhere such output still stops the guard, as doc.go says.
 //
 // guardArg0 is the guard's argv[0], which main looks for before anything
 // else; no one types it, and CMD sees neither it nor anything else of the
 // guard (its environment is the one dsync gives it). The rest of the argv
-// is the descriptor of the guard's end, whether to unblock SIGTTOU for CMD,
+// is the descriptor of the guard's end, dsync's signal mask (for setMask),
 // CMD's path (resolved by dsync) and CMD's argv.
 const guardArg0 = "dsync (guard)"
 
@@ -89,10 +89,10 @@ next:
 func isGuard(args []string) bool { return len(args) > 0 && args[0] == guardArg0 }
 
 // guardArgs returns the argv of a guard with its end of the socket pair at
-// descriptor fd that starts the program path with argv, after unblocking
-// SIGTTOU if unblock.
-func guardArgs(fd uintptr, unblock bool, path string, argv []string) []string {
-	return slices.Concat([]string{guardArg0, strconv.FormatUint(uint64(fd), 10), strconv.FormatBool(unblock), path}, argv)
+// descriptor fd that starts the program path with argv and signal mask
+// mask.
+func guardArgs(fd uintptr, mask, path string, argv []string) []string {
+	return slices.Concat([]string{guardArg0, strconv.FormatUint(uint64(fd), 10), mask, path}, argv)
 }
 
 // startGuarded starts cmd, prepared by newChild, under a guard: cmd's
@@ -113,13 +113,13 @@ func startGuarded(cmd *exec.Cmd) (link *os.File, err error) {
 		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
 	}
 	defer theirs.Close()
-	blocked, undo, err := blockTTOU()
+	mask, undo, err := blockTTOU()
 	if err != nil {
 		mine.Close()
 		return nil, fmt.Errorf("cannot start CMD's guard: %v", err)
 	}
 	defer undo()
-	cmd.Args = guardArgs(theirs.Fd(), blocked, cmd.Path, cmd.Args)
+	cmd.Args = guardArgs(theirs.Fd(), mask, cmd.Path, cmd.Args)
 	cmd.Path = exe
 	cmd.Env = hideFromGuard(cmd.Env)
 	if err := cmd.Start(); err != nil {
@@ -147,12 +147,11 @@ func socketPair() (mine, theirs *os.File, err error) {
 // guard runs as the guard with args, os.Args without argv[0], and returns
 // the exit status for os.Exit if it does not die as CMD did.
 func guard(args []string) int {
-	fd, unblock, argErr := -1, false, error(nil)
+	fd := -1
 	if len(args) >= 4 {
 		fd, _ = strconv.Atoi(args[0])
-		unblock, argErr = strconv.ParseBool(args[1])
 	}
-	if pgid, err := unix.Getpgid(0); fd < 3 || argErr != nil || err != nil || pgid != os.Getpid() {
+	if pgid, err := unix.Getpgid(0); fd < 3 || err != nil || pgid != os.Getpid() {
 		fmt.Fprintf(os.Stderr, "dsync: argv[0] %q is for dsync's own use\n", guardArg0)
 		return exitUsage
 	}
@@ -179,10 +178,8 @@ func guard(args []string) int {
 		}
 		_ = syscall.Kill(0, syscall.SIGKILL) // dsync is gone
 	}()
-	if unblock {
-		if err := unblockTTOU(); err != nil {
-			return guardFailed(err)
-		}
+	if err := setMask(args[1]); err != nil {
+		return guardFailed(err)
 	}
 	cmd := &exec.Cmd{Path: args[2], Args: args[3:], Env: showToCMD(os.Environ()),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -53,35 +55,50 @@ func dieOf(sig syscall.Signal) {
 // blockTTOU blocks SIGTTOU on the calling goroutine's thread, which it
 // locks to it until undo. A process started from the thread meanwhile
 // execs with SIGTTOU blocked: the Go runtime forks with the thread's mask,
-// and the mask survives exec. blocked reports whether it was blocked by
-// blockTTOU (not already); undo unblocks it then, and unlocks the thread.
-func blockTTOU() (blocked bool, undo func(), err error) {
+// and the mask survives exec. mask is the thread's mask before, in the form
+// setMask takes; undo sets it back, and unlocks the thread.
+func blockTTOU() (mask string, undo func(), err error) {
 	runtime.LockOSThread()
-	set, old := ttouSet(), unix.Sigset_t{}
+	var set, old unix.Sigset_t
+	addSignal(&set, int(unix.SIGTTOU))
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
 		runtime.UnlockOSThread()
-		return false, nil, err
+		return "", nil, err
 	}
-	blocked = old.Val[0]&set.Val[0] == 0
-	return blocked, func() {
-		if !blocked || unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil) == nil {
+	var blocked []string
+	for sig := 1; sig <= len(old.Val)*wordBits; sig++ {
+		if old.Val[(sig-1)/wordBits]&(1<<((sig-1)%wordBits)) != 0 {
+			blocked = append(blocked, strconv.Itoa(sig))
+		}
+	}
+	return strings.Join(blocked, ","), func() {
+		if unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil) == nil {
 			runtime.UnlockOSThread() // else the thread ends with the goroutine
 		}
 	}, nil
 }
 
-// unblockTTOU unblocks SIGTTOU on the calling goroutine's thread, which it
-// locks to it for good: processes started from it exec with SIGTTOU
-// unblocked.
-func unblockTTOU() error {
+// setMask sets the signal mask of the calling goroutine's thread, which it
+// locks to it for good, to mask, from blockTTOU: processes started from the
+// thread exec with that mask.
+func setMask(mask string) error {
 	runtime.LockOSThread()
-	set := ttouSet()
-	return unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
+	var set unix.Sigset_t
+	for f := range strings.SplitSeq(mask, ",") {
+		if f == "" {
+			continue // no signal blocked
+		}
+		sig, err := strconv.Atoi(f)
+		if err != nil || sig < 1 || sig > len(set.Val)*wordBits {
+			return fmt.Errorf("bad signal mask %q", mask)
+		}
+		addSignal(&set, sig)
+	}
+	return unix.PthreadSigmask(unix.SIG_SETMASK, &set, nil)
 }
 
-// ttouSet returns the signal set that holds SIGTTOU alone: its bit is in
-// the set's first word on every architecture.
-func ttouSet() (set unix.Sigset_t) {
-	set.Val[0] = 1 << (unix.SIGTTOU - 1)
-	return set
-}
+// wordBits is the number of signals each word of a unix.Sigset_t holds.
+const wordBits = int(unsafe.Sizeof(unix.Sigset_t{}.Val[0])) * 8
+
+// addSignal adds signal number sig to set.
+func addSignal(set *unix.Sigset_t, sig int) { set.Val[(sig-1)/wordBits] |= 1 << ((sig - 1) % wordBits) }

@@ -24,7 +24,7 @@ func dieOf(sig syscall.Signal) {
 
 // blockTTOU does nothing: without a way to set a thread's signal mask
 // here, the guard starts with dsync's (guard.go says what that risks).
-func blockTTOU() (blocked bool, undo func(), err error) { return false, func() {}, nil }
+func blockTTOU() (mask string, undo func(), err error) { return "", func() {}, nil }
 
-// unblockTTOU is never called: blockTTOU never blocks.
-func unblockTTOU() error { return nil }
+// setMask does nothing, as blockTTOU.
+func setMask(string) error { return nil }
