@@ -102,8 +102,9 @@
 // SIGSTOP and SIGCONT do not wait. A loss of the lock in those milliseconds
 // SIGKILLs the guard, with CMD if it has just started. A signal someone
 // else sends the group in those milliseconds reaches the guard alone, which
-// drops it (or, before the guard handles signals, may die of it: CMD does
-// not start). The guard runs without GODEBUG, GORACE, LD_DEBUG and
+// drops it, or, before the guard handles signals, takes its default action:
+// SIGTSTP, SIGTTIN and SIGTTOU stop the guard, which starts CMD once the
+// group is continued; others may kill it, and CMD does not start. The guard runs without GODEBUG, GORACE, LD_DEBUG and
 // LD_SHOW_AUXV, which would make it write of itself, and CMD gets them back
 // as dsync got them (variables named DSYNC_GUARD_ and one of those, which
 // carry them to the guard, are not passed on). The guard runs in the

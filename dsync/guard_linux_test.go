@@ -233,30 +233,33 @@ func TestGuardSignalsIgnoredAtStart(t *testing.T) {
 // SIGTTOU blocked and the guard's runtime may need another mask (guard.go):
 // with dsync started plainly; with SIGTTOU blocked (from this test's
 // thread); with it ignored (which Go's runtime in dsync does not keep, as
-// doc.go says); and with SIGURG blocked and GODEBUG=asyncpreemptoff=1,
-// with which dsync's runtime keeps SIGURG blocked, while the guard's,
-// without GODEBUG (guardHidden), unblocks it (round 132).
+// doc.go says); with SIGURG blocked and GODEBUG=asyncpreemptoff=1, with
+// which dsync's runtime keeps SIGURG blocked, while the guard's, without
+// GODEBUG (guardHidden), unblocks it (round 132); and with signals blocked
+// beyond the first word of a 32-bit set and at the kernel's last, SIGUSR1,
+// 35 and 64, which Go's runtime lets stay blocked (round 133).
 func TestGuardSignalMaskAsDsyncs(t *testing.T) {
 	t.Parallel()
 	bit := func(sig syscall.Signal) uint64 { return 1 << (sig - 1) }
 	for _, tc := range []struct {
 		name  string
-		setup string         // run by the shell that execs dsync
-		block syscall.Signal // blocked when dsync starts, and for CMD
+		setup string // run by the shell that execs dsync
+		block []int  // blocked when dsync starts, and for CMD
 		env   string
 	}{
-		{"plain", ":", 0, ""},
-		{"ttou-blocked", ":", syscall.SIGTTOU, ""},
-		{"ttou-ignored", "trap '' TTOU", 0, ""},
-		{"urg-blocked", ":", syscall.SIGURG, "GODEBUG=asyncpreemptoff=1"},
+		{"plain", ":", nil, ""},
+		{"ttou-blocked", ":", []int{int(syscall.SIGTTOU)}, ""},
+		{"ttou-ignored", "trap '' TTOU", nil, ""},
+		{"urg-blocked", ":", []int{int(syscall.SIGURG)}, "GODEBUG=asyncpreemptoff=1"},
+		{"high-blocked", ":", []int{int(syscall.SIGUSR1), 35, 64}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			runtime.LockOSThread() // dsync starts with this thread's mask
 			defer runtime.UnlockOSThread()
 			var set, orig, mask unix.Sigset_t
-			if tc.block != 0 {
-				set.Val[0] = 1 << (tc.block - 1)
+			for _, sig := range tc.block {
+				addSignal(&set, sig)
 			}
 			if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &orig); err != nil {
 				t.Fatal(err)

@@ -110,18 +110,10 @@ func TestReviewR131EnvironmentExact(t *testing.T) {
 func TestReviewR131GuardStartupOutputOnTostopTerminal(t *testing.T) {
 	t.Parallel()
 	printenv := r130StaticCmd(t)
-	dir := t.TempDir()
-	src, lib := filepath.Join(dir, "hello.c"), filepath.Join(dir, "hello.so")
-	code := `#include <unistd.h>
+	lib := r131Preload(t, `#include <unistd.h>
 __attribute__((constructor)) static void hello(void) { write(2, "r131 hello\n", 11); }
-`
-	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	missing := filepath.Join(dir, "missing.so")
+`)
+	missing := filepath.Join(t.TempDir(), "missing.so")
 	for _, c := range []struct{ name, env, says string }{
 		{"preload-missing", "LD_PRELOAD=" + missing, "cannot be preloaded"},
 		{"audit-missing", "LD_AUDIT=" + missing, "cannot be loaded as audit interface"},
@@ -149,4 +141,19 @@ __attribute__((constructor)) static void hello(void) { write(2, "r131 hello\n", 
 			}
 		})
 	}
+}
+
+// r131Preload builds a shared library from the C source code, for
+// LD_PRELOAD, and returns its path.
+func r131Preload(t *testing.T, code string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src, lib := filepath.Join(dir, "preload.c"), filepath.Join(dir, "preload.so")
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return lib
 }
