@@ -63,7 +63,7 @@ func blockTTOU() (mask string, undo func(), err error) {
 	addSignal(&set, int(unix.SIGTTOU))
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
 		runtime.UnlockOSThread()
-		return "", nil, err
+		return "", nil, fmt.Errorf("block SIGTTOU: %w", err)
 	}
 	var blocked []string
 	for sig := 1; sig <= len(old.Val)*wordBits; sig++ {
@@ -94,7 +94,10 @@ func setMask(mask string) error {
 		}
 		addSignal(&set, sig)
 	}
-	return unix.PthreadSigmask(unix.SIG_SETMASK, &set, nil)
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &set, nil); err != nil {
+		return fmt.Errorf("set signal mask %q: %w", mask, err)
+	}
+	return nil
 }
 
 // wordBits is the number of signals each word of a unix.Sigset_t holds.

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,13 +16,8 @@ import (
 func r132BlockedThreads(pid int) map[string]bool {
 	out := map[string]bool{}
 	for _, tid := range r126Tasks(pid) {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, tid))
-		for line := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(line, "SigBlk:"); ok {
-				if m, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64); m&r126Bit(syscall.SIGTTOU) != 0 {
-					out[tid] = true
-				}
-			}
+		if n, _ := strconv.Atoi(tid); r126Mask(n, "SigBlk")&r126Bit(syscall.SIGTTOU) != 0 {
+			out[tid] = true
 		}
 	}
 	return out

@@ -1,31 +1,15 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
-
-// r133Pending returns the signals pending for process pid as a whole
-// (ShdPnd of /proc/pid/status).
-func r133Pending(pid int) uint64 {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "ShdPnd:"); ok {
-			m, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return m
-		}
-	}
-	return 0
-}
 
 // TestReviewR133StopBeforeNotify: a stop signal that someone sends CMD's
 // group before the guard handles signals stops the guard, as it would
@@ -83,7 +67,7 @@ __attribute__((constructor)) static void hold(int argc, char **argv, char **envp
 				}
 			}
 			if tc.sig == syscall.SIGTTOU {
-				if m := r133Pending(guard); m&r126Bit(tc.sig) == 0 {
+				if m := r126Mask(guard, "ShdPnd"); m&r126Bit(tc.sig) == 0 {
 					t.Fatalf("%v not pending for the guard (ShdPnd %x), which should have it blocked", tc.sig, m)
 				}
 			}
