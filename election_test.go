@@ -331,7 +331,7 @@ func TestElectionObserveEmptyPath(t *testing.T) {
 			}
 		}
 	}()
-	awaitWatch(t, shared, path, sessionID(t, osess))
+	awaitWatchOf(t, shared, path, osess)
 	e := dsync.NewElection(dial(t, []string{shared.Addr()}), path)
 	if _, err := e.Campaign(ctx, "first"); err != nil {
 		t.Fatal(err)

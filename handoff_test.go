@@ -36,6 +36,27 @@ func awaitWatch(t testing.TB, srv *zktest.Server, path string, id int64) {
 	}
 }
 
+// awaitWatchOf blocks until sess's ZooKeeper session watches path on srv:
+// the session it has at each look, so that a session lost and replaced on
+// a loaded machine (the waiter then waits again on the next one) is
+// followed rather than waited for in vain.
+func awaitWatchOf(t testing.TB, srv *zktest.Server, path string, sess *zkconn.Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var id int64
+	if err := srv.AwaitWatches(ctx, func(m map[string][]int64) bool {
+		h, err := sess.Current(ctx)
+		if err != nil {
+			return false
+		}
+		id = h.ID()
+		return slices.Contains(m[path], id)
+	}); err != nil {
+		t.Fatalf("session %#x (last seen) never watched %s: %v; watches: %v", id, path, err, watches(t, srv))
+	}
+}
+
 // watchesUnder returns the watched paths at or below root, leaving out the
 // watches of obs (the test's observer).
 func watchesUnder(t testing.TB, root string, obs *zk.Conn) []string {
@@ -89,12 +110,12 @@ func TestMutexDeepWaiterPredecessorLeaves(t *testing.T) {
 				close(acquired)
 			}()
 			awaitChildren(t, obs, path, 3)
-			awaitWatch(t, shared, leaverNode+".handoff", sessionID(t, waiterSess))
-			awaitWatch(t, shared, leaverNode, sessionID(t, waiterSess))
+			awaitWatchOf(t, shared, leaverNode+".handoff", waiterSess)
+			awaitWatchOf(t, shared, leaverNode, waiterSess)
 
 			tc.leave(cancel, proxy)
 			awaitChildren(t, obs, path, 2)
-			awaitWatch(t, shared, holderNode, sessionID(t, waiterSess)) // listed again
+			awaitWatchOf(t, shared, holderNode, waiterSess) // listed again
 			select {
 			case <-acquired:
 				t.Fatal("the waiter took the lock while the holder held it")
@@ -200,7 +221,7 @@ func TestMutexDeepBehindCurator(t *testing.T) {
 		close(acquired)
 	}()
 	javaNode := path + "/" + orderedNames(awaitChildren(t, obs, path, 3))[1]
-	awaitWatch(t, shared, javaNode, sessionID(t, waiterSess))
+	awaitWatchOf(t, shared, javaNode, waiterSess)
 	if w := watches(t, shared)[javaNode+".handoff"]; len(w) > 0 {
 		t.Fatalf("sessions %v watch for a handoff signal from Curator's node", w)
 	}
@@ -294,11 +315,11 @@ func TestMutexWaiterSeesWriteAhead(t *testing.T) {
 		close(acquired)
 	}()
 	holderNode := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[0]
-	awaitWatch(t, shared, holderNode, sessionID(t, waiterSess))
+	awaitWatchOf(t, shared, holderNode, waiterSess)
 	if _, err := obs.Set(holderNode, []byte("__REVOKE__"), -1); err != nil {
 		t.Fatal(err)
 	}
-	awaitWatch(t, shared, holderNode, sessionID(t, waiterSess)) // watched again
+	awaitWatchOf(t, shared, holderNode, waiterSess) // watched again
 	select {
 	case <-acquired:
 		t.Fatal("the waiter took the lock after a write to the holder's node")

@@ -192,7 +192,7 @@ func TestReviewHoldSuspendDuringStuckRewatch(t *testing.T) {
 	}
 	defer m.Unlock()
 	node := rhNode(t, obs, path)
-	awaitWatch(t, srv, node, sessionID(t, s))
+	awaitWatchOf(t, srv, node, s)
 	f := px.Strike(zktest.Match{Op: zktest.OpGetData, Path: node}, zktest.Drop)
 	if _, err := obs.Set(node, []byte("written"), -1); err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestReviewHoldSameSessionHolderAndWaiter(t *testing.T) {
 		gotB <- res{h, err}
 	}()
 	awaitChildren(t, obs, path, 2)
-	awaitWatch(t, shared, nodeA, sessionID(t, s))
+	awaitWatchOf(t, shared, nodeA, s)
 	if err := dsync.Revoke(ctx, dial(t, []string{shared.Addr()}), nodeA); err != nil {
 		t.Fatal(err)
 	}

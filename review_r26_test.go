@@ -218,7 +218,7 @@ func TestReviewR26ObserveAcrossSessionLoss(t *testing.T) {
 	}
 	// The observer watches the leader again on the new session; then the
 	// leader changes.
-	awaitWatch(t, shared, a.Key(), sessionID(t, osess))
+	awaitWatchOf(t, shared, a.Key(), osess)
 	b := dsync.NewElection(dial(t, []string{shared.Addr()}), path)
 	done := campaign(ctx, b, "b")
 	awaitChildren(t, observer(t, shared.Addr()), path, 2)

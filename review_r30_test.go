@@ -49,7 +49,7 @@ func r30CutReadAfterWait(t *testing.T, obs *zk.Conn, p *zktest.Proxy, s *zkconn.
 		w, wnode := r29AwaitingReads(t, ctx, obs, s, rw.LockContext, path)
 		// The writer's own getData watch on its node is set: the next
 		// getData of that node is the read after the wait.
-		awaitWatch(t, shared, wnode, sessionID(t, s))
+		awaitWatchOf(t, shared, wnode, s)
 		f := p.Strike(zktest.Match{Op: zktest.OpGetData, Path: wnode}, zktest.Cut)
 		rw.RUnlock()
 		select {

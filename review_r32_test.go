@@ -24,7 +24,7 @@ func TestReviewR32RevocationWhileAwaitingReadsSeen(t *testing.T) {
 	rw := dsync.NewRWMutex(s, path, dsync.Revocable())
 	r29LostReader(t, ctx, obs, rw, path)
 	w, wnode := r29AwaitingReads(t, ctx, obs, s, rw.LockContext, path)
-	awaitWatch(t, shared, wnode, sessionID(t, s)) // the writer's hold watches its node
+	awaitWatchOf(t, shared, wnode, s) // the writer's hold watches its node
 	if err := dsync.Revoke(ctx, dial(t, []string{shared.Addr()}), wnode); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestReviewR32MultiLockWriteMemberRetaken(t *testing.T) {
 	w := rvGo(ctx, ml.LockContext)
 	awaitChildren(t, obs, a, 1)
 	wnode := b + "/" + awaitChildren(t, obs, b, 1)[0]
-	awaitWatch(t, shared, wnode, sessionID(t, s))
+	awaitWatchOf(t, shared, wnode, s)
 	if err := obs.Delete(wnode, -1); err != nil { // lost while it waits: taken again
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestReviewR32MultiLockWriteMemberRetaken(t *testing.T) {
 	if again == wnode {
 		t.Fatal("the lost write node is still listed")
 	}
-	awaitWatch(t, shared, again, sessionID(t, s))
+	awaitWatchOf(t, shared, again, s)
 	rvWaits(t, w, "MultiLock while this process's lost reader holds")
 	rw.RUnlock()
 	held := rvHeld(t, w, "MultiLock")
@@ -147,7 +147,7 @@ func TestReviewR32ReaderGiveBackThenCtxEndsLeavesNothing(t *testing.T) {
 	r := rvGo(rctx, rw.RLockContext) // passes the gate, waits behind x
 	kids := awaitChildren(t, obs, path, 2)
 	rnode := r29Node(t, kids, path, "__READ__")
-	awaitWatch(t, shared, rnode, sessionID(t, s))
+	awaitWatchOf(t, shared, rnode, s)
 	w := rvGo(ctx, rw.LockContext) // this process's writer, behind the reader
 	awaitChildren(t, obs, path, 3)
 	if err := obs.Delete(rnode, -1); err != nil { // the reader queues again, behind w
@@ -199,7 +199,7 @@ func TestReviewR32SuspendedWhileAwaitingReadsHandsOffToNext(t *testing.T) {
 	x := dsync.NewRWMutex(xs, path) // another process's writer, behind w
 	xr := rvGo(ctx, x.LockContext)
 	awaitChildren(t, obs, path, 2)
-	awaitWatch(t, shared, wnode, sessionID(t, xs))
+	awaitWatchOf(t, shared, wnode, xs)
 	p.Cut() // the writer's hold is lost (LostOnSuspension) while it waits
 	xctx := rvHeld(t, xr, "the next process's writer")
 	if xctx.Err() != nil {
@@ -237,7 +237,7 @@ func TestReviewR32RevocationOfRetakenNodeNotCarried(t *testing.T) {
 	rw := dsync.NewRWMutex(s, path, dsync.Revocable())
 	r29LostReader(t, ctx, obs, rw, path)
 	w, wnode := r29AwaitingReads(t, ctx, obs, s, rw.LockContext, path)
-	awaitWatch(t, shared, wnode, sessionID(t, s))
+	awaitWatchOf(t, shared, wnode, s)
 	if err := dsync.Revoke(ctx, dial(t, []string{shared.Addr()}), wnode); err != nil {
 		t.Fatal(err)
 	}

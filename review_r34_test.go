@@ -114,7 +114,7 @@ func TestReviewR34AbandonedDeleteReplySwallowedBlocksGate(t *testing.T) {
 		res <- err
 	}()
 	nodeM := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[1]
-	awaitWatch(t, shared, nodeM, sessionID(t, s)) // m waits (watches its node)
+	awaitWatchOf(t, shared, nodeM, s) // m waits (watches its node)
 	f := p.Strike(zktest.Match{Op: zktest.OpDelete, Path: nodeM}, zktest.Drop)
 	defer f.Disarm()
 	cancelM()
@@ -227,9 +227,9 @@ func r34Queue(t *testing.T, ctx context.Context) *r34Line {
 	go func() { held, err := l.w.LockContext(ctx); l.wres <- rvResult{held, err} }()
 	line := orderedNames(awaitChildren(t, l.obs, l.path, 3))
 	l.nodeH, l.nodeW = l.path+"/"+line[0], l.path+"/"+line[2]
-	awaitWatch(t, shared, l.nodeA, sessionID(t, l.sw))
-	awaitWatch(t, shared, l.nodeA+".handoff", sessionID(t, l.sw))
-	awaitWatch(t, shared, l.nodeW, sessionID(t, l.sw))
+	awaitWatchOf(t, shared, l.nodeA, l.sw)
+	awaitWatchOf(t, shared, l.nodeA+".handoff", l.sw)
+	awaitWatchOf(t, shared, l.nodeW, l.sw)
 	return l
 }
 
@@ -309,7 +309,7 @@ func TestReviewR34TakeBackStruck(t *testing.T) {
 			w := dsync.NewMutex(sw, path)
 			wres := rvGo(ctx, w.LockContext)
 			nodeH := path + "/" + orderedNames(awaitChildren(t, obs, path, 3))[0]
-			awaitWatch(t, shared, nodeX+".handoff", sessionID(t, sw))
+			awaitWatchOf(t, shared, nodeX+".handoff", sw)
 			f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: nodeX + ".handoff"}, action)
 			defer f.Disarm()
 			cancelX()
@@ -317,7 +317,7 @@ func TestReviewR34TakeBackStruck(t *testing.T) {
 				t.Fatalf("x = %v; want context.Canceled", r.err)
 			}
 			zktest.AwaitStruck(t, f)
-			awaitWatch(t, shared, nodeH, sessionID(t, sw)) // w follows h now
+			awaitWatchOf(t, shared, nodeH, sw) // w follows h now
 			rvWaits(t, wres, "w while h holds")
 			h.Unlock()
 			held := rvHeld(t, wres, "w")
@@ -355,8 +355,8 @@ func TestReviewR34OperatorDeletesWaitingPredecessor(t *testing.T) {
 	wres := rvGo(ctx, w.LockContext)
 	line := orderedNames(awaitChildren(t, obs, path, 3))
 	nodeH, nodeW := path+"/"+line[0], path+"/"+line[2]
-	awaitWatch(t, shared, nodeX+".handoff", sessionID(t, sw))
-	awaitWatch(t, shared, nodeX, sessionID(t, sx)) // x watches its own node
+	awaitWatchOf(t, shared, nodeX+".handoff", sw)
+	awaitWatchOf(t, shared, nodeX, sx) // x watches its own node
 	if err := obs.Delete(nodeX, -1); err != nil {
 		t.Fatal(err)
 	}
@@ -365,8 +365,8 @@ func TestReviewR34OperatorDeletesWaitingPredecessor(t *testing.T) {
 		t.Fatalf("queue %v after x's node was deleted; want h, w, then x's new node", again)
 	}
 	nodeX2 := path + "/" + again[2]
-	awaitWatch(t, shared, nodeH, sessionID(t, sw))
-	awaitWatch(t, shared, nodeW+".handoff", sessionID(t, sx))
+	awaitWatchOf(t, shared, nodeH, sw)
+	awaitWatchOf(t, shared, nodeW+".handoff", sx)
 	if ids := watches(t, shared)[nodeX+".handoff"]; len(ids) > 0 {
 		t.Fatalf("sessions %v still watch the deleted x's signal", ids)
 	}
@@ -489,7 +489,7 @@ func TestReviewR34DeadlineAtEachJoinRequest(t *testing.T) {
 				res <- err
 			}()
 			if tc.xLeft {
-				awaitWatch(t, shared, nodeX+".handoff", sessionID(t, sw))
+				awaitWatchOf(t, shared, nodeX+".handoff", sw)
 				cancelX()
 				<-xres
 			}

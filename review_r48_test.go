@@ -201,7 +201,7 @@ func TestReviewR48OwnNodeRewatchHonoursCtx(t *testing.T) {
 	defer cancel()
 	wres := lockRW(wctx, dsync.NewMutex(sw, path).LockContext)
 	nodeW := path + "/" + orderedNames(awaitChildren(t, obs, path, 2))[1]
-	awaitWatch(t, shared, nodeW, sessionID(t, sw))
+	awaitWatchOf(t, shared, nodeW, sw)
 	f := pw.Strike(zktest.Match{Op: zktest.OpGetData, Path: nodeW}, zktest.Drop)
 	if _, err := obs.Set(nodeW, []byte("operator"), -1); err != nil {
 		t.Fatal(err)

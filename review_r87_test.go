@@ -498,7 +498,7 @@ func TestReviewR87CtxBoundsBlackHoled(t *testing.T) {
 					res <- rvResult{held, err}
 				}()
 				awaitChildren(t, obs, path+"/r", 3)
-				awaitWatch(t, shared, path+"/r/"+rvLastWriter(t, x).Node, sessionID(t, s))
+				awaitWatchOf(t, shared, path+"/r/"+rvLastWriter(t, x).Node, s)
 				f = p.Strike(zktest.Match{Op: zktest.OpGetChildren2, Path: path + "/r"}, zktest.BlackHole)
 				w2cancel()
 				reviewRecv(t, "w2 gives up", w2res)

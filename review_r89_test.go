@@ -157,7 +157,7 @@ func TestReviewR89OperatorDeletesCandidate(t *testing.T) {
 	if path+"/"+kids[1] == bNode {
 		t.Fatalf("b's node %s still there", bNode)
 	}
-	awaitWatch(t, shared, path+"/"+kids[1], sessionID(t, sb)) // b follows a again, from its new node
+	awaitWatchOf(t, shared, path+"/"+kids[1], sb) // b follows a again, from its new node
 	select {
 	case r := <-bres:
 		t.Fatalf("b's Campaign returned (%v) while a leads", r.err)
@@ -523,7 +523,7 @@ func TestReviewR89ObserveFinalLeaderAfterPartition(t *testing.T) {
 			}
 			r77Reported(t, ctx, got, "a")
 			aNode := a.Key()
-			awaitWatch(t, shared, aNode, sessionID(t, s))
+			awaitWatchOf(t, shared, aNode, s)
 			old := sessionID(t, s)
 			sub := s.Subscribe()
 			defer sub.Stop()

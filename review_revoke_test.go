@@ -637,7 +637,7 @@ func TestReviewRevokeRearmAcrossReconnectSeesEveryRequest(t *testing.T) {
 	if held.Err() != nil {
 		t.Fatalf("hold lost under LostOnExpiry: %v", context.Cause(held))
 	}
-	awaitWatch(t, shared, node, sessionID(t, hs))
+	awaitWatchOf(t, shared, node, hs)
 	m.Unlock()
 	awaitChildren(t, obs, path, 0)
 	if w := watchesUnder(t, path, obs); len(w) > 0 {

@@ -378,7 +378,7 @@ func TestReviewRWDowngradeErasesRevocationRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Cut() // the re-read goes out again
-	awaitWatch(t, shared, wnode, sessionID(t, s))
+	awaitWatchOf(t, shared, wnode, s)
 	select {
 	case <-dsync.Revoked(wctx):
 	case <-time.After(10 * time.Second): // bound of a failure only
@@ -451,7 +451,7 @@ func TestReviewRWReadersFollowOneWriter(t *testing.T) {
 		rws = append(rws, r)
 		rds = append(rds, rvGo(ctx, r.RLockContext))
 		awaitChildren(t, obs, path, 3+i)
-		awaitWatch(t, shared, p.Path, sessionID(t, s))
+		awaitWatchOf(t, shared, p.Path, s)
 	}
 	w0.Unlock()
 	rvHeld(t, w1done, "second writer")
@@ -492,7 +492,7 @@ func TestReviewRWDowngradeLostReply(t *testing.T) {
 	other := dsync.NewRWMutex(osess, path)
 	odone := rvGo(ctx, other.LockContext)
 	awaitChildren(t, obs, path, 2)
-	awaitWatch(t, shared, wnode.Path, sessionID(t, osess))
+	awaitWatchOf(t, shared, wnode.Path, osess)
 	f := p.Strike(zktest.Match{Op: zktest.OpMulti, Path: wnode.Path}, zktest.Lose)
 	defer f.Disarm()
 	rctx, err := rw.RLockContext(wctx)
@@ -509,7 +509,7 @@ func TestReviewRWDowngradeLostReply(t *testing.T) {
 		t.Fatalf("queue after a downgrade with a lost reply: %s", got)
 	}
 	rw.Unlock()
-	awaitWatch(t, shared, ps[1].Path, sessionID(t, osess))
+	awaitWatchOf(t, shared, ps[1].Path, osess)
 	rvWaits(t, odone, "writer behind the downgrade")
 	if rctx.Err() != nil {
 		t.Fatalf("downgrade's hold: %v", context.Cause(rctx))
@@ -595,8 +595,8 @@ func TestReviewRWDowngradeThenUnlockPastSignalWaiter(t *testing.T) {
 	x := dsync.NewRWMutex(xs, path)
 	xdone := rvGo(ctx, x.LockContext)
 	awaitChildren(t, obs, path, 3)
-	awaitWatch(t, shared, p.Path+".handoff", sessionID(t, xs))
-	awaitWatch(t, shared, p.Path, sessionID(t, xs))
+	awaitWatchOf(t, shared, p.Path+".handoff", xs)
+	awaitWatchOf(t, shared, p.Path, xs)
 	w0.Unlock()
 	held := rvHeld(t, w1done, "second writer")
 	if _, err := w1.RLockContext(held); err != nil {
@@ -607,7 +607,7 @@ func TestReviewRWDowngradeThenUnlockPastSignalWaiter(t *testing.T) {
 	if !down.Reader {
 		t.Fatalf("queue %v; want the downgrade's read node first", kinds(rwParticipants(t, w1)))
 	}
-	awaitWatch(t, shared, down.Path, sessionID(t, xs))
+	awaitWatchOf(t, shared, down.Path, xs)
 	rvWaits(t, xdone, "third writer while the downgrade's read hold is held")
 	w1.RUnlock()
 	rvHeld(t, xdone, "third writer")
@@ -700,19 +700,19 @@ func TestReviewRWDowngradeRUnlockFirst(t *testing.T) {
 	x := dsync.NewRWMutex(xs, path)
 	xdone := rvGo(ctx, x.LockContext)
 	awaitChildren(t, obs, path, 2)
-	awaitWatch(t, shared, wnode.Path, sessionID(t, xs))
+	awaitWatchOf(t, shared, wnode.Path, xs)
 	if _, err := rw.RLockContext(wctx); err != nil {
 		t.Fatal(err)
 	}
 	down := rwParticipants(t, rw)[1]
-	awaitWatch(t, shared, down.Path, sessionID(t, xs))
+	awaitWatchOf(t, shared, down.Path, xs)
 	rs := dial(t, []string{shared.Addr()})
 	r := dsync.NewRWMutex(rs, path)
 	rdone := rvGo(ctx, r.RLockContext)
 	awaitChildren(t, obs, path, 4)
 	rw.RUnlock()
 	awaitChildren(t, obs, path, 3)
-	awaitWatch(t, shared, wnode.Path, sessionID(t, xs))
+	awaitWatchOf(t, shared, wnode.Path, xs)
 	rvWaits(t, xdone, "writer while the write hold is held")
 	rvWaits(t, rdone, "reader behind a waiting writer")
 	rw.Unlock()
