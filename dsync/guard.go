@@ -60,9 +60,13 @@ var guardHidden = []string{"GODEBUG", "GORACE", "LD_DEBUG", "LD_SHOW_AUXV"}
 const guardHiddenPrefix = "DSYNC_GUARD_"
 
 // hideFromGuard returns env with the variables of guardHidden renamed for
-// the guard; showToCMD returns the guard's env with them named back.
-func hideFromGuard(env []string) []string { return renameVars(env, "", guardHiddenPrefix) }
-func showToCMD(env []string) []string     { return renameVars(env, guardHiddenPrefix, "") }
+// the guard, and guardRuntimeEnv added; showToCMD returns the guard's env
+// with them named back, and drops the added ones (hidden names named back
+// replace them).
+func hideFromGuard(env []string) []string {
+	return append(renameVars(env, "", guardHiddenPrefix), guardRuntimeEnv...)
+}
+func showToCMD(env []string) []string { return renameVars(env, guardHiddenPrefix, "") }
 
 // renameVars returns env with each variable of guardHidden, as named with
 // prefix from, renamed with prefix to, and any variable that already bore

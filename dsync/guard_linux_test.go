@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -338,6 +339,59 @@ func TestGuardEnvironment(t *testing.T) {
 				t.Errorf("CMD lacks %s=%q", k, want[k])
 			}
 		}
+	}
+}
+
+// raceBuild builds dsync with the race detector, once for the package's
+// tests: raceBin returns it.
+var raceBuild = sync.OnceValues(func() (string, error) {
+	exe := filepath.Join(filepath.Dir(bin), "dsync-race")
+	if out, err := exec.Command("go", "build", "-race", "-o", exe, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build -race: %v\n%s", err, out)
+	}
+	return exe, nil
+})
+
+// raceBin returns dsync built with the race detector.
+func raceBin(t *testing.T) string {
+	t.Helper()
+	exe, err := raceBuild()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// TestGuardRaceRuntimeDoesNotSleep: in a -race build the guard gets
+// GORACE=atexit_sleep_ms=0, so that its race runtime does not sleep a
+// second as it exits after CMD, with the lock still held (the chaos run's
+// dsync lock workers held it so after every CMD); CMD gets GORACE as dsync
+// had it (here unset). Without the race detector the guard gets nothing
+// added. CMD reads its parent's, the guard's, environment.
+func TestGuardRaceRuntimeDoesNotSleep(t *testing.T) {
+	t.Parallel()
+	script := `tr '\0' '\n' < /proc/$PPID/environ | grep '^GORACE=' | sed 's/^/guard: /'; printenv GORACE | sed 's/^/CMD: /'; exit 0`
+	for _, c := range []struct {
+		name, want string
+		exe        func(*testing.T) string
+	}{
+		{"race", "guard: GORACE=atexit_sleep_ms=0\n", raceBin},
+		{"norace", "", func(*testing.T) string { return bin }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			exe := c.exe(t)
+			p := startWith(t, func(p *proc) {
+				p.cmd.Path, p.cmd.Args[0] = exe, exe
+				p.cmd.Env = slices.DeleteFunc(p.cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, "GORACE=") })
+			}, "lock", "-zk", shared.Addr(), lockPath(t), "--", "sh", "-c", script)
+			if code := p.wait(t, 30*time.Second); code != 0 {
+				t.Fatalf("dsync exited %d; want 0; stderr:\n%s", code, &p.stderr)
+			}
+			if got := p.stdout.String(); got != c.want {
+				t.Errorf("CMD printed %q; want %q", got, c.want)
+			}
+		})
 	}
 }
 

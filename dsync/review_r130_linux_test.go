@@ -62,10 +62,7 @@ func main() {
 func TestReviewR130GuardStartupQuietOnTostopTerminal(t *testing.T) {
 	t.Parallel()
 	printenv := r130StaticCmd(t)
-	race := filepath.Join(t.TempDir(), "dsync-race")
-	if out, err := exec.Command("go", "build", "-race", "-o", race, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -race: %v\n%s", err, out)
-	}
+	race := raceBin(t)
 	// GODEBUG's CMD is not a Go program, which inittrace would make
 	// write (and stop, as any background job that writes); printenv exits
 	// 1 when a variable is not set.
