@@ -371,6 +371,11 @@ func raceBin(t *testing.T) string {
 func TestGuardRaceRuntimeDoesNotSleep(t *testing.T) {
 	t.Parallel()
 	script := `tr '\0' '\n' < /proc/$PPID/environ | grep '^GORACE=' | sed 's/^/guard: /'; printenv GORACE | sed 's/^/CMD: /'; exit 0`
+	for _, kv := range guardRuntimeEnv { // showToCMD drops only hidden names
+		if name, _, _ := strings.Cut(kv, "="); !slices.Contains(guardHidden, name) {
+			t.Errorf("guardRuntimeEnv sets %s, which is not in guardHidden: CMD would get it", name)
+		}
+	}
 	for _, c := range []struct {
 		name, want string
 		exe        func(*testing.T) string

@@ -14,7 +14,8 @@ import (
 // dsync's but for the entries for the guard's use (dropped) and DSYNC_PATH
 // and DSYNC_TOKEN, with entries that look like the hidden variables but
 // are not (no "=", a longer name, an empty name after the prefix, empty
-// values, "=" in the value), directly and with dsync as CMD (nested).
+// values, "=" in the value), directly and with dsync as CMD (nested), and
+// so with dsync built with -race (whose guard gets a GORACE of its own).
 // The loader's and the race runtime's variables are set empty (no output,
 // but for LD_SHOW_AUXV, which prints whatever its value, on stdout: CMD
 // copies its environment to a file).
@@ -36,23 +37,28 @@ func TestReviewR131EnvironmentExact(t *testing.T) {
 		"=GODEBUG=4",
 	}
 	dropped := []string{"DSYNC_GUARD_GODEBUG=by hand", "DSYNC_GUARD_LD_DEBUG="}
-	for _, nested := range []bool{false, true} {
-		name := "direct"
-		if nested {
-			name = "nested"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		race   bool
+		nested bool
+	}{{"direct", false, false}, {"nested", false, true}, {"race direct", true, false}, {"race nested", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			exe := bin
+			if c.race {
+				exe = raceBin(t)
+			}
 			out := filepath.Join(t.TempDir(), "environ")
 			path := lockPath(t)
 			args := []string{"lock", "-zk", shared.Addr(), path, "--"}
-			if nested {
+			if c.nested {
 				path += "-inner"
-				args = append(args, bin, "lock", "-zk", shared.Addr(), path, "--")
+				args = append(args, exe, "lock", "-zk", shared.Addr(), path, "--")
 			}
 			args = append(args, "cp", "/proc/self/environ", out)
 			var env []string
 			p := startWith(t, func(p *proc) {
+				p.cmd.Path, p.cmd.Args[0] = exe, exe
 				p.cmd.Env = slices.Concat(slices.DeleteFunc(p.cmd.Env, func(kv string) bool {
 					k, _, _ := strings.Cut(kv, "=")
 					return slices.Contains(guardHidden, k) || k == "DSYNC_PATH" || k == "DSYNC_TOKEN" ||
