@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsync-go/dsync/zkconn/zktest"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -21,6 +22,7 @@ func connect(t *testing.T, addrs []string, sessionTimeout time.Duration) *client
 	events := make(chan zk.Event, 1024)
 	conn, zkEvents, err := zk.Connect(addrs, sessionTimeout,
 		zk.WithLogger(testLogger{t}),
+		zk.WithDialer(zktest.HeldDialer()),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
 				return
