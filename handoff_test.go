@@ -29,32 +29,42 @@ func watches(t testing.TB, srv *zktest.Server) map[string][]int64 {
 // awaitWatch blocks until session id watches path on srv.
 func awaitWatch(t testing.TB, srv *zktest.Server, path string, id int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.AwaitWatches(ctx, func(m map[string][]int64) bool { return slices.Contains(m[path], id) }); err != nil {
-		t.Fatalf("session %#x never watched %s: %v; watches: %v", id, path, err, watches(t, srv))
-	}
+	awaitWatchBy(t, srv, path, func(context.Context) (int64, error) { return id, nil })
 }
 
-// awaitWatchOf blocks until sess's ZooKeeper session watches path on srv:
-// the session it has at each look, so that a session lost and replaced on
-// a loaded machine (the waiter then waits again on the next one) is
-// followed rather than waited for in vain.
-func awaitWatchOf(t testing.TB, srv *zktest.Server, path string, sess *zkconn.Session) {
+// awaitWatchOf blocks until sess's ZooKeeper session watches path on srv,
+// and returns that session's id: the session it has at each look, so that
+// a session lost and replaced on a loaded machine (the waiter then waits
+// again on the next one) is followed rather than waited for in vain.
+func awaitWatchOf(t testing.TB, srv *zktest.Server, path string, sess *zkconn.Session) int64 {
+	t.Helper()
+	return awaitWatchBy(t, srv, path, func(ctx context.Context) (int64, error) {
+		h, err := sess.Current(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return h.ID(), nil
+	})
+}
+
+// awaitWatchBy blocks until the session id returns at a look watches path
+// on srv, and returns that id; it fails the test after 30s.
+func awaitWatchBy(t testing.TB, srv *zktest.Server, path string, id func(context.Context) (int64, error)) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var id int64
+	var last int64
 	if err := srv.AwaitWatches(ctx, func(m map[string][]int64) bool {
-		h, err := sess.Current(ctx)
+		v, err := id(ctx)
 		if err != nil {
 			return false
 		}
-		id = h.ID()
-		return slices.Contains(m[path], id)
+		last = v
+		return slices.Contains(m[path], v)
 	}); err != nil {
-		t.Fatalf("session %#x (last seen) never watched %s: %v; watches: %v", id, path, err, watches(t, srv))
+		t.Fatalf("session %#x never watched %s: %v; watches: %v", last, path, err, watches(t, srv))
 	}
+	return last
 }
 
 // watchesUnder returns the watched paths at or below root, leaving out the

@@ -195,8 +195,7 @@ func TestReviewR38WatchReplySwallowed(t *testing.T) {
 	if v := reviewRecv(t, "the value after a write", seen); v.Value != 2 || v.Version != 1 {
 		t.Fatalf("Watch yielded %+v after the write; want 2 at version 1", v)
 	}
-	awaitWatchOf(t, shared, path, s)
-	id := sessionID(t, s)
+	id := awaitWatchOf(t, shared, path, s)
 	n := 0
 	for _, w := range watches(t, shared)[path] {
 		if w == id {
