@@ -452,11 +452,11 @@ func method(pingBound, tickBound float64, spreads string) string {
 
 - One ZooKeeper 3.8 server (zkconn/zktest), fsync off (zookeeper.forceSync=no) for every implementation, on
   the same machine as the clients. Each cell uses its own lock path.
-- The server's JVM has the full JIT and a 512 MiB heap, as a production server does (zktest's test servers
-  stop at the quick JIT tier, to start fast), and is warmed up before the first cell: 8 sessions each of
-  dsync's Mutex, zk.Lock and dsync's Weighted, 5s each, untimed, so that every request path is compiled
-  before anything is measured: without that, the first cells would pay for the compiling, on the server's
-  CPU and in its latency, and the later ones would not.
+- The server's JVM has the full JIT and a 512 MiB heap from its start, as a production server does (zktest's
+  test servers stop at the quick JIT tier and start with a 16 MiB heap, to start fast), and is warmed up
+  before the first cell: 8 sessions each of dsync's Mutex, zk.Lock and dsync's Weighted, 5s each, untimed,
+  so that every request path is compiled before anything is measured: without that, the first cells would
+  pay for the compiling, on the server's CPU and in its latency, and the later ones would not.
 - Network profiles: on loopback the clients connect to the server directly. In a delayed profile every client
   (this program's and the JVM's) connects through a zktest Proxy that holds every packet for the delay in each
   direction (Proxy.SetDelay), run as a process of its own ("bench serve-proxy") so that its CPU time is not
