@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -163,22 +164,58 @@ func TestReviewR133MaskRoundTrip(t *testing.T) {
 		if r.after != m {
 			t.Errorf("mask %x: %x after undo", m.Val[0], r.after.Val[0])
 		}
-		got := make(chan unix.Sigset_t)
-		go func() { // ends with its thread, which setMask locks for good
-			if err := setMask(r.s); err != nil {
-				t.Error(err)
-			}
-			got <- get()
-		}()
-		if g := <-got; g != m {
+		var g unix.Sigset_t
+		if err := setMaskAndBack(t, r.s, func() { g = get() }); err != nil {
+			t.Error(err)
+		}
+		if g != m {
 			t.Errorf("mask %x: blockTTOU says %q, which setMask makes %x", m.Val[0], r.s, g.Val[0])
 		}
 	}
 	for _, bad := range []string{"0", "65x", "1,,x", "-1", "1025", " 1"} {
-		done := make(chan error)
-		go func() { done <- setMask(bad) }()
-		if err := <-done; err == nil {
+		if err := setMaskAndBack(t, bad, func() {}); err == nil {
 			t.Errorf("setMask(%q) succeeded", bad)
 		}
 	}
+}
+
+// setMaskAndBack calls setMask(mask) and then f on a thread of their own,
+// and gives the thread back to the runtime as it found it: its mask, and
+// unlocked. setMask locks its thread for good (the guard execs from it), and
+// a goroutine that ends with its thread locked ends the thread: the kernel
+// then SIGKILLs every child the thread had forked with Pdeathsig set, such
+// as the package's shared ZooKeeper server (zktest), which was killed so
+// whenever the runtime had run these goroutines on the thread that started
+// it. The runtime ends a thread in no other way, so the thread must still be
+// there afterwards.
+func setMaskAndBack(t *testing.T, mask string, f func()) error {
+	t.Helper()
+	type result struct {
+		tid int
+		err error
+	}
+	done := make(chan result)
+	go func() {
+		runtime.LockOSThread()
+		r := result{tid: unix.Gettid()}
+		var orig unix.Sigset_t
+		r.err = unix.PthreadSigmask(unix.SIG_BLOCK, nil, &orig)
+		if r.err == nil {
+			r.err = setMask(mask)
+			f()
+			runtime.UnlockOSThread() // setMask's lock; ours stays until the mask is back
+			if err := unix.PthreadSigmask(unix.SIG_SETMASK, &orig, nil); err != nil {
+				t.Errorf("restore the mask: %v (the thread ends with this goroutine)", err)
+				done <- r
+				return
+			}
+		}
+		runtime.UnlockOSThread()
+		done <- r
+	}()
+	r := <-done
+	if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", r.tid)); err != nil {
+		t.Errorf("setMask(%q): its thread %d ended: %v", mask, r.tid, err)
+	}
+	return r.err
 }
