@@ -99,7 +99,8 @@ func run(ctx context.Context, servers []string, path, name string, jobs, local i
 }
 
 // register adds an ephemeral node for this job under dir and returns the
-// names of the jobs registered now, and a func that removes the node.
+// names of the jobs registered now, and a func that removes the node and
+// waits until it is gone.
 func register(ctx context.Context, sess *zkconn.Session, dir, name string) ([]string, func(), error) {
 	h, err := sess.Current(ctx)
 	if err != nil {
@@ -109,7 +110,14 @@ func register(ctx context.Context, sess *zkconn.Session, dir, name string) ([]st
 	if err != nil {
 		return nil, nil, err
 	}
-	done := func() { h.Delete(node) }
+	// The node must be gone before the job's lease is released: Delete
+	// sends from a goroutine of its own, and the lease's delete, sent
+	// after it, could otherwise come first, and the next job anywhere
+	// would list this one still running.
+	done := func() {
+		_, settled := h.Delete(node)
+		<-settled
+	}
 	var children []string
 	err = h.Do(ctx, func(c *zk.Conn) (err error) {
 		children, _, err = c.Children(dir)
