@@ -12,7 +12,10 @@ import (
 // sysProcAttr puts the JVM in its own process group, so that a Ctrl-C at the
 // terminal reaches only the Go program, which then stops the server itself,
 // and has the kernel kill the JVM if the Go program dies first (a test
-// binary killed by its timeout leaves no server behind).
+// binary killed by its timeout leaves no server behind). The kernel sends
+// that SIGKILL when the thread that started the JVM ends, not only the
+// process: a goroutine that exits with its thread locked (LockOSThread)
+// ends the thread, and kills whatever server that thread happened to start.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
