@@ -104,11 +104,12 @@
 // else sends the group in those milliseconds reaches the guard alone, which
 // drops it, or, before the guard handles signals, takes its default action:
 // SIGTSTP, SIGTTIN and SIGTTOU stop the guard, which starts CMD once the
-// group is continued; others may kill it, and CMD does not start. The guard runs without the GODEBUG, GORACE, LD_DEBUG
-// and LD_SHOW_AUXV dsync got, which would make it write of itself (in a
-// -race build its GORACE is atexit_sleep_ms=0), and CMD gets them back
-// as dsync got them (variables named DSYNC_GUARD_ and one of those, which
-// carry them to the guard, are not passed on). The guard runs in the
+// group is continued; others may kill it, and CMD does not start. The
+// guard runs without the GODEBUG, GORACE, LD_DEBUG and LD_SHOW_AUXV dsync
+// got, which would make it write of itself (in a -race build its GORACE is
+// atexit_sleep_ms=0), and CMD gets them back as dsync got them (variables
+// named DSYNC_GUARD_ and one of those, which carry them to the guard, are
+// not passed on). The guard runs in the
 // background of dsync's terminal, where with tostop set a write stops a
 // process: on Linux it starts with SIGTTOU blocked, so that what is written
 // at its start (the dynamic loader's warnings, as for an LD_PRELOAD library
